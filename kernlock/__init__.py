@@ -1,0 +1,12 @@
+"""kernlock: lockfiles for Hugging Face Hub kernels."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def activate(lockfile: str | None = None, mode: str | None = None) -> None:
+    """Make every Hub kernel load in this process honour ``kernels.lock`` (see docs/activation.md)."""
+    from kernlock import runtime
+
+    runtime.activate(lockfile=lockfile, mode=mode)

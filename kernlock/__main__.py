@@ -1,0 +1,5 @@
+"""``python -m kernlock`` = the ``kernlock`` command."""
+
+from kernlock.cli import main
+
+main()

@@ -1,0 +1,49 @@
+"""One exception family; every error carries the message the user sees."""
+
+from __future__ import annotations
+
+
+class KernlockError(Exception):
+    """A failure the user can fix; ``str(err)`` says what is wrong and the command that fixes it."""
+
+    exit_code = 1
+
+
+class SpecError(KernlockError):
+    """A requirement spec or [tool.kernlock] entry is malformed."""
+
+
+class ProjectError(KernlockError):
+    """pyproject.toml is missing or its [tool.kernlock] table is invalid."""
+
+
+class EnvironmentStringError(KernlockError):
+    """An environment string does not follow the build-variant grammar."""
+
+
+class HubError(KernlockError):
+    """The Hub could not answer (unreachable, rate limited, server errors)."""
+
+
+class NotFoundError(KernlockError):
+    """An unknown repository, revision or file."""
+
+
+class ResolutionError(KernlockError):
+    """Requirements cannot be satisfied (no build for an environment, conflicts, untrusted publisher)."""
+
+
+class LockError(KernlockError):
+    """kernels.lock is missing, malformed, of an unknown version or stale."""
+
+
+class IntegrityError(KernlockError):
+    """A file does not match the hash recorded in the lock."""
+
+
+class ActivationError(KernlockError, ImportError):
+    """A kernel load in this process cannot honour the lock."""
+
+
+class NotSyncedError(LockError):
+    """Locked files are not in the cache (or have no receipt); `kernlock sync` fetches them."""

@@ -1,0 +1,252 @@
+"""The project's inputs: the [tool.kernlock] table of pyproject.toml <-> Requirements.
+
+Reading validates every entry and names the offending key; writing goes through tomlkit so that comments,
+order and formatting of everything else in pyproject.toml are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+
+from kernlock.atomic import write_text_atomic
+from kernlock.environment import Condition, Environment
+from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
+
+PYPROJECT = "pyproject.toml"
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One revision of a requirement, optionally only for environments where ``when`` holds."""
+
+    rev: str
+    when: Condition | None = None
+
+    def as_data(self) -> dict[str, str]:
+        data = {"rev": self.rev}
+        if self.when is not None:
+            data["when"] = self.when.text
+        return data
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A requested kernel repo: its pins (first match wins) and whether its publisher is trusted by hand."""
+
+    repo: str
+    pins: tuple[Pin, ...]
+    trust: bool = False
+
+    @property
+    def org(self) -> str:
+        return self.repo.split("/", 1)[0]
+
+    def pin_for(self, env: Environment) -> Pin:
+        """The first pin whose `when` holds on ``env``; SpecError naming the environment if none does."""
+        for pin in self.pins:
+            if pin.when is None or pin.when.matches(env):
+                return pin
+        raise SpecError(
+            f"no entry for {self.repo} in [tool.kernlock.kernels] applies to environment {env}; "
+            f'add a fallback entry without `when`, e.g. {{ rev = "{self.pins[-1].rev}" }}.'
+        )
+
+    def as_data(self) -> dict[str, Any]:
+        return {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A command-line spec ``org/name[@rev]``."""
+
+    repo: str
+    rev: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> Spec:
+        """Parse ``org/name[@rev]``; raise SpecError showing the accepted forms."""
+        repo, _, rev = text.strip().partition("@")
+        if not _REPO.match(repo) or (rev and not _REV.match(rev)) or text.strip().endswith("@"):
+            raise SpecError(
+                f"invalid kernel spec '{text}': expected org/name or org/name@rev "
+                "(rev: a version branch like v1, a tag, a branch or a commit sha), "
+                "e.g. kernels-community/activation@v1."
+            )
+        return cls(repo, rev or None)
+
+
+@dataclass
+class Project:
+    """A project directory and its parsed [tool.kernlock] table."""
+
+    root: Path
+    requirements: dict[str, Requirement] = field(default_factory=dict)
+    environments: list[Environment] | None = None
+
+    @property
+    def pyproject(self) -> Path:
+        return self.root / PYPROJECT
+
+    @property
+    def lockfile(self) -> Path:
+        return self.root / "kernels.lock"
+
+    def requires_hash(self) -> str:
+        """Digest of the normalized [tool.kernlock] table: the lock is stale when it changes."""
+        data = {
+            "environments": sorted(str(e) for e in self.environments) if self.environments else None,
+            "kernels": {repo: self.requirements[repo].as_data() for repo in sorted(self.requirements)},
+        }
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def load(root: Path | str) -> Project:
+    """Read ``root/pyproject.toml``; a missing file or table gives an empty project."""
+    root = Path(root).resolve()
+    project = Project(root)
+    if not project.pyproject.exists():
+        return project
+    table = _kernlock_table(_read(project.pyproject))
+    if table is None:
+        return project
+    unknown = set(table) - {"environments", "kernels"}
+    if unknown:
+        raise ProjectError(
+            f"{project.pyproject}: unknown key(s) {', '.join(sorted(unknown))} in [tool.kernlock]; "
+            "allowed: environments, kernels."
+        )
+    project.environments = _parse_environments(table.get("environments"), project.pyproject)
+    kernels = table.get("kernels", {})
+    if not isinstance(kernels, dict):
+        raise ProjectError(f"{project.pyproject}: [tool.kernlock.kernels] must be a table of repo = rev.")
+    for repo, value in kernels.items():
+        project.requirements[repo] = _parse_requirement(repo, value, project.pyproject)
+    return project
+
+
+def _read(path: Path) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(path.read_text())
+    except tomlkit.exceptions.ParseError as err:
+        raise ProjectError(
+            f"{path}: not valid TOML ({err}); fix the file and run the command again."
+        ) from err
+
+
+def _kernlock_table(doc: tomlkit.TOMLDocument) -> Any:
+    tool = doc.get("tool")
+    if tool is None:
+        return None
+    return tool.get("kernlock")
+
+
+def _parse_environments(value: Any, where: Path) -> list[Environment] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ProjectError(
+            f"{where}: [tool.kernlock] environments must be a non-empty list of environment strings, "
+            'e.g. ["torch213-cxx11-cpu-x86_64-linux"].'
+        )
+    envs = []
+    for text in value:
+        try:
+            envs.append(Environment.parse(text))
+        except EnvironmentStringError as err:
+            raise ProjectError(f"{where}: [tool.kernlock] environments: {err}") from err
+    if len(set(envs)) != len(envs):
+        raise ProjectError(f"{where}: [tool.kernlock] environments lists an environment twice.")
+    return sorted(envs)
+
+
+def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
+    prefix = f'{where}: [tool.kernlock.kernels] "{repo}"'
+    if not _REPO.match(repo):
+        raise ProjectError(f"{prefix}: a key must be a repo id org/name.")
+    if isinstance(value, str):
+        return Requirement(repo, (Pin(_check_rev(value, prefix)),))
+    entries = [value] if isinstance(value, dict) else value
+    if not isinstance(entries, list) or not entries:
+        raise ProjectError(
+            f'{prefix}: expected a revision string ("v1"), a table {{ rev = "v1", trust = true }} '
+            "or a list of { rev, when } tables."
+        )
+    pins, trust = [], False
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ProjectError(f'{prefix}: entry {i + 1} must be a table like {{ rev = "v2", when = ... }}.')
+        unknown = set(entry) - {"rev", "when", "trust"}
+        if unknown or "rev" not in entry or not isinstance(entry["rev"], str):
+            raise ProjectError(
+                f"{prefix}: entry {i + 1} needs a string `rev` and may have `when` and `trust` "
+                f"(found {', '.join(sorted(entry)) or 'nothing'})."
+            )
+        if "trust" in entry and not isinstance(entry["trust"], bool):
+            raise ProjectError(f"{prefix}: `trust` must be true or false.")
+        trust = trust or bool(entry.get("trust", False))
+        when = None
+        if "when" in entry:
+            if not isinstance(entry["when"], str):
+                raise ProjectError(f'{prefix}: `when` must be a string like "cuda == 12.8".')
+            try:
+                when = Condition.parse(entry["when"])
+            except SpecError as err:
+                raise ProjectError(f"{prefix}: {err}") from err
+        pins.append(Pin(_check_rev(entry["rev"], prefix), when))
+    return Requirement(repo, tuple(pins), trust)
+
+
+def _check_rev(rev: str, prefix: str) -> str:
+    if not _REV.match(rev):
+        raise ProjectError(f"{prefix}: '{rev}' is not a revision (a branch, tag or commit sha).")
+    return rev
+
+
+# -- editing -----------------------------------------------------------------------------------------------
+
+
+def set_requirements(project: Project, revs: dict[str, tuple[str, bool]]) -> None:
+    """Record each ``repo = rev`` (``{ rev, trust = true }`` when trusted by hand) in pyproject.toml,
+    keeping everything else in the file as it is."""
+    doc = _read(project.pyproject) if project.pyproject.exists() else tomlkit.document()
+    kernels = _kernels_table(doc)
+    for repo, (rev, trust) in revs.items():
+        if trust:
+            entry = tomlkit.inline_table()
+            entry.update({"rev": rev, "trust": True})
+            kernels[repo] = entry
+        else:
+            kernels[repo] = rev
+    write_text_atomic(project.pyproject, tomlkit.dumps(doc))
+
+
+def remove_requirements(project: Project, repos: list[str]) -> None:
+    """Drop ``repos`` from [tool.kernlock.kernels], keeping the rest of pyproject.toml as it is."""
+    doc = _read(project.pyproject)
+    kernels = _kernels_table(doc)
+    for repo in repos:
+        del kernels[repo]
+    write_text_atomic(project.pyproject, tomlkit.dumps(doc))
+
+
+def _kernels_table(doc: tomlkit.TOMLDocument) -> Any:
+    if "tool" not in doc:
+        doc["tool"] = tomlkit.table(is_super_table=True)
+    tool = doc["tool"]
+    if "kernlock" not in tool:
+        tool["kernlock"] = tomlkit.table(is_super_table=True)
+    kernlock = tool["kernlock"]
+    if "kernels" not in kernlock:
+        kernlock["kernels"] = tomlkit.table()
+    return kernlock["kernels"]

@@ -1,0 +1,300 @@
+"""Requirements x Environments -> Lock.
+
+Each requirement is split by environment into revisions (`when` pins, first match wins); each revision is
+resolved to a commit (kept from the previous lock unless upgraded), each environment gets the variant the
+kernels loader would pick there, and the kernel dependencies named in the chosen variants' metadata.json are
+resolved the same way, as their own entries. Requests run in parallel, one wave per dependency depth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kernlock.environment import Environment
+from kernlock.errors import KernlockError, NotFoundError, ResolutionError
+from kernlock.hub import Hub, TreeFile
+from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, normalized
+from kernlock.project import Project
+
+MAX_WORKERS = 16
+
+
+@dataclass
+class _Task:
+    """One revision of one repo, needed on some environments (by the project or by other kernels)."""
+
+    repo: str
+    rev: str
+    environments: set[Environment]
+    trusted_by_user: bool = False
+    required_by: set[str] = field(default_factory=set)
+    direct: bool = False
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
+
+    all: bool = False
+    kernels: frozenset[str] = frozenset()
+
+    def allows(self, repo: str) -> bool:
+        return self.all or repo in self.kernels
+
+
+def resolve(
+    project: Project,
+    environments: list[Environment],
+    hub: Hub,
+    previous: Lock | None = None,
+    upgrade: Upgrade | None = None,
+) -> Lock:
+    """Resolve every requirement of ``project`` for every environment into a Lock."""
+    upgrade = upgrade or Upgrade()
+    tasks: dict[tuple[str, str], _Task] = {}
+    for req in project.requirements.values():
+        for env in environments:
+            pin = req.pin_for(env)
+            task = tasks.setdefault(
+                (req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust, direct=True)
+            )
+            task.environments.add(env)
+    trusted_orgs = {req.repo: req.trust for req in project.requirements.values()}
+
+    entries: dict[tuple[str, str], LockedKernel] = {}
+    pending = list(tasks.values())
+    with ThreadPoolExecutor(max_workers=MAX_WORKERS) as pool:
+        while pending:
+            results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade), pending))
+            for task, (entry, _) in zip(pending, results, strict=True):
+                entries[(task.repo, task.rev)] = _merge(entries.get((task.repo, task.rev)), entry)
+            deps: dict[tuple[str, str], _Task] = {}
+            for task, (_, needed) in zip(pending, results, strict=True):
+                for dep in needed:
+                    dep.trusted_by_user = trusted_orgs.get(task.repo, task.trusted_by_user)
+                    key = (dep.repo, dep.rev)
+                    known = entries.get(key)
+                    if known and set(map(str, dep.environments)) <= set(known.environments):
+                        entries[key] = _add_required_by(known, dep.required_by)
+                        continue
+                    merged = deps.setdefault(key, dep)
+                    if merged is not dep:
+                        merged.environments |= dep.environments
+                        merged.required_by |= dep.required_by
+            pending = list(deps.values())
+    kernels = _check_disjoint(list(entries.values()))
+    return normalized(Lock(project.requires_hash(), tuple(str(e) for e in environments), tuple(kernels)))
+
+
+def _resolve_task(
+    task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
+) -> tuple[LockedKernel, list[_Task]]:
+    kept = _kept(task, previous, upgrade)
+    if kept is not None:
+        ref, commit = kept.ref, kept.commit
+    else:
+        if not task.trusted_by_user and not hub.is_trusted(task.repo.split("/")[0]):
+            raise ResolutionError(
+                f"{task.repo} is published by '{task.repo.split('/')[0]}', which the Hub does not mark as a "
+                f"trusted kernel publisher; review its code, then run `kernlock add {task.repo} --trust`."
+            )
+        ref, commit = hub.resolve_revision(task.repo, task.rev)
+    try:
+        tree = hub.build_tree(task.repo, commit)
+    except NotFoundError as err:
+        raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} not found on the Hub ({err})") from err
+    chosen = {env: env.select_variant(tree) for env in task.environments}
+    missing = sorted(str(env) for env, variant in chosen.items() if variant is None)
+    if missing:
+        raise ResolutionError(_no_build_message(task, missing, tree, hub))
+    variants = []
+    by_variant: dict[str, list[str]] = {}
+    for env, name in chosen.items():
+        by_variant.setdefault(name, []).append(str(env))
+    for name, envs in by_variant.items():
+        files = tuple(LockedFile(f.path, f.size, f.hash) for f in tree[name])
+        variants.append(LockedVariant(name, tuple(envs), files))
+    entry = LockedKernel(
+        task.repo,
+        task.rev,
+        ref,
+        commit,
+        tuple(str(e) for e in task.environments),
+        tuple(variants),
+        tuple(task.required_by),
+    )
+    deps = _dependencies(task, commit, chosen, tree, hub)
+    return entry, deps
+
+
+def _kept(task: _Task, previous: Lock | None, upgrade: Upgrade) -> LockedKernel | None:
+    if previous is None or upgrade.allows(task.repo):
+        return None
+    for entry in previous.entries(task.repo):
+        if entry.requested == task.rev:
+            return entry
+    return None
+
+
+def _dependencies(
+    task: _Task,
+    commit: str,
+    chosen: dict[Environment, str | None],
+    tree: dict[str, tuple[TreeFile, ...]],
+    hub: Hub,
+) -> list[_Task]:
+    """Kernel dependencies declared in the chosen variants' metadata.json, as tasks for their environments."""
+    found: dict[tuple[str, str], _Task] = {}
+    for name in sorted({v for v in chosen.values() if v}):
+        if not any(f.path == "metadata.json" for f in tree[name]):
+            continue
+        try:
+            metadata = json.loads(hub.read_file(task.repo, commit, f"build/{name}/metadata.json"))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ResolutionError(
+                f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON"
+            ) from err
+        envs = {env for env, v in chosen.items() if v == name}
+        for dep in metadata.get("kernel-depends") or []:
+            repo = dep.get("repo-id") or dep.get("repo_id")
+            if "version" in dep and dep["version"] is not None:
+                rev = f"v{dep['version']}"
+            elif dep.get("revision"):
+                rev = str(dep["revision"])
+            else:
+                raise ResolutionError(
+                    f"{task.repo}@{commit[:12]} declares a kernel dependency without version or revision: {dep}"
+                )
+            sub = found.setdefault((repo, rev), _Task(repo, rev, set(), required_by={task.repo}))
+            sub.environments |= envs
+    return list(found.values())
+
+
+def _no_build_message(
+    task: _Task, missing: list[str], tree: dict[str, tuple[TreeFile, ...]], hub: Hub
+) -> str:
+    """Name the environments without a build, the versions that have one, and the variants that exist."""
+    lines = [
+        f"{task.repo}@{task.rev} has no build for {', '.join(missing)}.",
+        f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}",
+    ]
+    try:
+        refs = hub.refs(task.repo)
+        with_build = []
+        for number, commit in sorted(refs.versions().items()):
+            names = hub.build_tree(task.repo, commit)
+            if all(Environment.parse(env).select_variant(names) for env in missing):
+                with_build.append(f"v{number}")
+        lines.append(f"  versions with a build for {', '.join(missing)}: {', '.join(with_build) or 'none'}")
+        if with_build:
+            lines.append(
+                f"  fix: pin one, e.g. `kernlock add {task.repo}@{with_build[-1]}`, or a `when` entry: "
+                f'{{ rev = "{with_build[-1]}", when = "..." }}.'
+            )
+    except KernlockError:
+        pass
+    return "\n".join(lines)
+
+
+def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
+    """One entry for the same repo and revision resolved twice (for more environments)."""
+    if old is None:
+        return new
+    variants = {v.name: v for v in old.variants}
+    for v in new.variants:
+        known = variants.get(v.name)
+        envs = tuple(sorted(set(v.environments) | set(known.environments if known else ())))
+        variants[v.name] = LockedVariant(v.name, envs, v.files)
+    return LockedKernel(
+        new.repo,
+        new.requested,
+        new.ref,
+        new.commit,
+        tuple(sorted(set(old.environments) | set(new.environments))),
+        tuple(variants.values()),
+        tuple(sorted(set(old.required_by) | set(new.required_by))),
+    )
+
+
+def _add_required_by(entry: LockedKernel, required_by: Iterable[str]) -> LockedKernel:
+    return LockedKernel(
+        entry.repo,
+        entry.requested,
+        entry.ref,
+        entry.commit,
+        entry.environments,
+        entry.variants,
+        tuple(sorted(set(entry.required_by) | set(required_by))),
+    )
+
+
+def _check_disjoint(entries: list[LockedKernel]) -> list[LockedKernel]:
+    """Entries of one repo must cover disjoint environments; the same commit twice is folded together."""
+    result: list[LockedKernel] = []
+    for entry in sorted(entries, key=lambda e: (not _is_direct(e), e.repo, e.requested)):
+        for i, other in enumerate(result):
+            overlap = set(other.environments) & set(entry.environments)
+            if other.repo != entry.repo or not overlap:
+                continue
+            if other.commit != entry.commit:
+                who = ", ".join(entry.required_by) or "the project"
+                raise ResolutionError(
+                    f"conflicting requirements for {entry.repo} on {', '.join(sorted(overlap))}: "
+                    f"{other.requested} ({other.commit[:12]}) and {entry.requested} ({entry.commit[:12]}, "
+                    f"required by {who}); pin one revision in [tool.kernlock.kernels]."
+                )
+            result[i] = _add_required_by(other, entry.required_by)
+            rest = set(entry.environments) - overlap
+            if not rest:
+                break
+            entry = _restrict(entry, rest)
+        else:
+            result.append(entry)
+    return result
+
+
+def _is_direct(entry: LockedKernel) -> bool:
+    return not entry.required_by
+
+
+def _restrict(entry: LockedKernel, envs: set[str]) -> LockedKernel:
+    variants = []
+    for v in entry.variants:
+        keep = tuple(e for e in v.environments if e in envs)
+        if keep:
+            variants.append(LockedVariant(v.name, keep, v.files))
+    return LockedKernel(
+        entry.repo,
+        entry.requested,
+        entry.ref,
+        entry.commit,
+        tuple(sorted(envs)),
+        tuple(variants),
+        entry.required_by,
+    )
+
+
+def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
+    """The newest version branch ``vN`` (N >= 1) with a build for every environment; ResolutionError if none."""
+    refs = hub.refs(repo)
+    versions = sorted((n for n in refs.versions() if n >= 1), reverse=True)
+    lacking: list[str] = []
+    for number in versions:
+        tree = hub.build_tree(repo, refs.versions()[number])
+        missing = [str(env) for env in environments if env.select_variant(tree) is None]
+        if not missing:
+            return f"v{number}"
+        lacking.append(f"v{number} lacks {', '.join(missing)}")
+    if not versions:
+        only = ", ".join(f"v{n}" for n in refs.versions()) or "no version branches"
+        raise ResolutionError(
+            f"{repo} has no stable version branch (v1 or later; found: {only}); "
+            f"ask for one explicitly, e.g. `kernlock add {repo}@v0`."
+        )
+    raise ResolutionError(
+        f"no version of {repo} has a build for every environment ({'; '.join(lacking)}). Declare fewer "
+        f'environments, or pin per environment in pyproject: {{ rev = "vN", when = "..." }}.'
+    )

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Creates .venv (if missing) with kernlock and the pinned test/demo working set installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# torch first and exactly pinned: a looser requirement may pull a multi-GB CUDA build.
+.venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"

@@ -1,0 +1,76 @@
+"""Shared fixtures: one local Hub over the realistic catalog per test session, isolated caches per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernlock.testing import Catalog, HubServer, build_catalog
+
+# Variables that change what huggingface_hub/kernels do and must come from the test alone.
+_SCRUBBED = (
+    "HF_HUB_OFFLINE",
+    "HF_TOKEN",
+    "HF_HUB_CACHE",
+    "HF_HOME",
+    "KERNELS_CACHE",
+    "KERNLOCK_CACHE",
+    "KERNLOCK_LOCKFILE",
+    "KERNLOCK_MODE",
+    "KERNLOCK_VERIFY",
+    "LOCAL_KERNELS",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "DO_NOT_TRACK",
+    "DISABLE_TELEMETRY",
+)
+
+
+@pytest.fixture(scope="session")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """The realistic kernels-community catalog (read-only: tests that move branches make their own repos)."""
+    return build_catalog(tmp_path_factory.mktemp("hub"))
+
+
+@pytest.fixture(scope="session")
+def hub_server(catalog: Catalog) -> Iterator[HubServer]:
+    with HubServer(catalog.root) as server:
+        yield server
+
+
+@pytest.fixture
+def hub(hub_server: HubServer) -> Iterator[HubServer]:
+    """The session's Hub with an empty request log and no faults."""
+    hub_server.log.clear()
+    hub_server.faults.clear()
+    yield hub_server
+    hub_server.faults.clear()
+
+
+@pytest.fixture
+def user_env(tmp_path: Path, hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A user's environment pointed at the local Hub with fresh caches; also applied to this process."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.update(hub.env())
+    env.update(
+        {
+            "HF_HOME": str(tmp_path / "hf-home"),
+            "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+            "KERNLOCK_CACHE": str(tmp_path / "kernlock-cache"),
+        }
+    )
+    for key in _SCRUBBED:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project directory."""
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
