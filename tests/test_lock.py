@@ -401,3 +401,13 @@ def test_realistic_matrix_every_standard_environment(catalog: Catalog, hub: HubS
     api.lock(project, hub=fresh_hub(hub))
     (kernel,) = read(project).kernels
     assert {v.name: v.environments for v in kernel.variants} == {env: (env,) for env in envs}
+
+
+def test_add_in_a_directory_without_pyproject_creates_it(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path
+):
+    api.add(project, [f"{catalog.activation}@v1"], hub=fresh_hub(hub))
+    assert (project / "pyproject.toml").read_text() == (
+        f'[tool.kernlock.kernels]\n"{catalog.activation}" = "v1"\n'
+    )
+    assert read(project).environments == (CPU_ENV,)
