@@ -27,9 +27,7 @@ def stale_reason(project: Project, lock: Lock, environments: list[Environment]) 
         return "[tool.kernlock] in pyproject.toml changed since kernels.lock was written"
     wanted = sorted(str(e) for e in environments)
     if sorted(lock.environments) != wanted:
-        return (
-            f"kernels.lock covers {', '.join(lock.environments)}, but the project targets {', '.join(wanted)}"
-        )
+        return f"kernels.lock covers {', '.join(lock.environments)}, but the project targets {', '.join(wanted)}"
     return None
 
 
@@ -212,8 +210,11 @@ def sync(
     Default: re-lock first when kernels.lock is stale; ``locked``: fail instead; ``frozen``: use it as is.
     ``offline``: no request; verify what is in the cache and fail naming anything missing or corrupt.
     """
+    from huggingface_hub import constants
+
     if locked and frozen:
         raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
+    offline = offline or constants.HF_HUB_OFFLINE
     project = projects.load(root)
     result = _lock_for_sync(project, locked, frozen, offline, hub)
     environments = list(result.lock.environments) if all_environments else [_this_environment(result.lock)]

@@ -37,9 +37,7 @@ class Gate:
 
     @property
     def ok(self) -> bool:
-        return self.kernels is not None and Version(self.minimum) <= Version(self.kernels) < Version(
-            self.maximum
-        )
+        return self.kernels is not None and Version(self.minimum) <= Version(self.kernels) < Version(self.maximum)
 
     def message(self) -> str:
         if self.ok:

@@ -23,6 +23,7 @@ from huggingface_hub import HfApi, constants, get_session, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     HfHubHTTPError,
+    OfflineModeIsEnabled,
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
@@ -84,9 +85,7 @@ class Hub:
         backoff: float = 0.5,
     ) -> None:
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-        self.api = HfApi(
-            endpoint=self.endpoint, token=token, library_name="kernlock", library_version=__version__
-        )
+        self.api = HfApi(endpoint=self.endpoint, token=token, library_name="kernlock", library_version=__version__)
         self.cache_dir = cache_dir or cache_root() / "hub"
         self.retries = retries
         self.backoff = backoff
@@ -129,9 +128,7 @@ class Hub:
         """Commit ids reachable from ``branch``, newest first."""
         return self._call(
             repo,
-            lambda: [
-                c.commit_id for c in self.api.list_repo_commits(repo, repo_type=REPO_TYPE, revision=branch)
-            ],
+            lambda: [c.commit_id for c in self.api.list_repo_commits(repo, repo_type=REPO_TYPE, revision=branch)],
         )
 
     def resolve_revision(self, repo: str, rev: str, refs: Refs | None = None) -> tuple[str, str]:
@@ -268,6 +265,11 @@ class Hub:
                         "set HF_TOKEN or wait)."
                     ) from err
                 self._sleep(attempt, err.response)
+            except OfflineModeIsEnabled as err:
+                raise HubError(
+                    f"{what}: the Hub is needed but HF_HUB_OFFLINE is set; run this once online, "
+                    "or `kernlock sync` before going offline."
+                ) from err
             except (httpx2.TransportError, OSError) as err:
                 if attempt == self.retries:
                     raise HubError(

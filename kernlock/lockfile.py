@@ -207,9 +207,7 @@ class _Validator:
 
     def __init__(self, text: str, where: str) -> None:
         self.where = where
-        self.kernel_lines = [
-            i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"
-        ]
+        self.kernel_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"]
 
     def fail(self, message: str, entry: int | None = None) -> LockError:
         place = self.where
@@ -282,9 +280,7 @@ class _Validator:
         environments = self._strings(data.get("environments"), "environments", index)
         return LockedVariant(data["name"], environments, tuple(parsed))
 
-    def _strings(
-        self, value: Any, key: str, index: int | None = None, allow_empty: bool = False
-    ) -> tuple[str, ...]:
+    def _strings(self, value: Any, key: str, index: int | None = None, allow_empty: bool = False) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(f"`{key}` must be a list of strings", index)
         if not value and not allow_empty:

@@ -139,9 +139,7 @@ def _read(path: Path) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(path.read_text())
     except tomlkit.exceptions.ParseError as err:
-        raise ProjectError(
-            f"{path}: not valid TOML ({err}); fix the file and run the command again."
-        ) from err
+        raise ProjectError(f"{path}: not valid TOML ({err}); fix the file and run the command again.") from err
 
 
 def _kernlock_table(doc: tomlkit.TOMLDocument) -> Any:

@@ -58,9 +58,7 @@ def resolve(
     for req in project.requirements.values():
         for env in environments:
             pin = req.pin_for(env)
-            task = tasks.setdefault(
-                (req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust, direct=True)
-            )
+            task = tasks.setdefault((req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust, direct=True))
             task.environments.add(env)
     trusted_orgs = {req.repo: req.trust for req in project.requirements.values()}
 
@@ -89,9 +87,7 @@ def resolve(
     return normalized(Lock(project.requires_hash(), tuple(str(e) for e in environments), tuple(kernels)))
 
 
-def _resolve_task(
-    task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
-) -> tuple[LockedKernel, list[_Task]]:
+def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
     kept = _kept(task, previous, upgrade)
     if kept is not None:
         ref, commit = kept.ref, kept.commit
@@ -154,9 +150,7 @@ def _dependencies(
         try:
             metadata = json.loads(hub.read_file(task.repo, commit, f"build/{name}/metadata.json"))
         except (ValueError, UnicodeDecodeError) as err:
-            raise ResolutionError(
-                f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON"
-            ) from err
+            raise ResolutionError(f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON") from err
         envs = {env for env, v in chosen.items() if v == name}
         for dep in metadata.get("kernel-depends") or []:
             repo = dep.get("repo-id") or dep.get("repo_id")
@@ -173,9 +167,7 @@ def _dependencies(
     return list(found.values())
 
 
-def _no_build_message(
-    task: _Task, missing: list[str], tree: dict[str, tuple[TreeFile, ...]], hub: Hub
-) -> str:
+def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[TreeFile, ...]], hub: Hub) -> str:
     """Name the environments without a build, the versions that have one, and the variants that exist."""
     lines = [
         f"{task.repo}@{task.rev} has no build for {', '.join(missing)}.",

@@ -407,7 +407,5 @@ def test_add_in_a_directory_without_pyproject_creates_it(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ):
     api.add(project, [f"{catalog.activation}@v1"], hub=fresh_hub(hub))
-    assert (project / "pyproject.toml").read_text() == (
-        f'[tool.kernlock.kernels]\n"{catalog.activation}" = "v1"\n'
-    )
+    assert (project / "pyproject.toml").read_text() == (f'[tool.kernlock.kernels]\n"{catalog.activation}" = "v1"\n')
     assert read(project).environments == (CPU_ENV,)
