@@ -120,10 +120,135 @@ def env(as_json: bool, project_dir: Path) -> None:
         click.echo(f"{name}: {version or 'not installed'}")
     gate = report.get("transformers_gate")
     if gate:
-        click.secho(
-            ("ok: " if gate["ok"] else "WARNING: ") + gate["message"], fg=None if gate["ok"] else "yellow"
-        )
+        click.secho(("ok: " if gate["ok"] else "WARNING: ") + gate["message"], fg=None if gate["ok"] else "yellow")
     for row in report["kernels"]:
         click.echo(f"  {row['repo']}: {row['variant'] or 'NOT LOCKED for this environment'}")
     if report.get("lock_error"):
         click.echo(f"  ({report['lock_error']})")
+
+
+# -- sync / verify / show (issue #4) -----------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--all-environments", is_flag=True, help="Every locked environment's variants (fill a shared cache).")
+@click.option("--locked", is_flag=True, help="Fail (exit 1) if kernels.lock is stale instead of re-locking.")
+@click.option("--frozen", is_flag=True, help="Use kernels.lock as it is, without checking it against pyproject.toml.")
+@click.option("--offline", is_flag=True, help="Make no request: verify the cache, fail on anything missing or corrupt.")
+@project_option
+@handle_errors
+def sync(all_environments: bool, locked: bool, frozen: bool, offline: bool, project_dir: Path) -> None:
+    """Download and verify exactly the locked files this environment needs."""
+    if locked and frozen:
+        raise click.UsageError("--locked and --frozen cannot be combined.")
+    report = api.sync(project_dir, all_environments=all_environments, locked=locked, frozen=frozen, offline=offline)
+    _print_sync(report)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _print_sync(report: Any) -> None:
+    """Print a kernlock.sync.SyncReport: what was downloaded or repaired, and a one-line summary."""
+    if report.relocked:
+        click.echo(f"re-locked kernels.lock first ({report.relocked})")
+    for v in report.variants:
+        if v.repaired:
+            click.secho(
+                f"  repaired {v.repo} {v.variant}: {', '.join(v.repaired)} did not match kernels.lock", fg="yellow"
+            )
+        if v.downloaded:
+            click.echo(f"  downloaded {v.repo} {v.variant} ({len(v.downloaded)} files, {_size(v.downloaded_bytes)})")
+    fetched = sum(1 for v in report.variants if v.downloaded)
+    present = len(report.variants) - fetched
+    mode = "checked offline" if report.offline else f"{fetched} downloaded, {present} already verified"
+    click.echo(
+        f"synced {len(report.variants)} variant(s) of {len(report.kernels)} kernel(s) for "
+        f"{', '.join(report.environments)} into {report.cache} ({mode})"
+    )
+
+
+@main.command()
+@click.option("--all-environments", is_flag=True, help="Require the variants of every locked environment.")
+@project_option
+@handle_errors
+def verify(all_environments: bool, project_dir: Path) -> None:
+    """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
+    result = api.verify(project_dir, all_environments=all_environments)
+    if result:
+        for problem in result:
+            click.secho(f"  {problem}", fg="red", err=True)
+        click.secho(
+            f"error: {len(result)} locked file(s) in {result.cache} are missing or do not match kernels.lock; "
+            "run `kernlock sync` to download or replace them.",
+            fg="red",
+            err=True,
+        )
+        sys.exit(1)
+    click.echo(
+        f"verified {len(result.checked)} variant(s), {result.files} file(s) in {result.cache}: all match kernels.lock"
+    )
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@project_option
+@handle_errors
+def show(as_json: bool, project_dir: Path) -> None:
+    """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
+    rows = api.show(project_dir)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
+    table = [header]
+    for row in rows:
+        synced = "-" if row["synced"] is None else "yes" if row["synced"] else "no"
+        table.append(
+            (
+                row["repo"] + (f" (for {', '.join(row['required_by'])})" if row["required_by"] else ""),
+                row["requested"],
+                row["ref"],
+                row["commit"][:12],
+                row["variant"] or "-",
+                synced,
+            )
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+# -- run (issue #5) --------------------------------------------------------------------------------------------
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--mode", type=click.Choice(["strict", "warn"]), help="Sets KERNLOCK_MODE for CMD (default: strict).")
+@project_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
+@handle_errors
+def run(mode: str | None, project_dir: Path, command: tuple[str, ...]) -> None:
+    """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
+    import os
+
+    from click.core import ParameterSource
+
+    from kernlock import runtime
+
+    given = click.get_current_context().get_parameter_source("project_dir") is ParameterSource.COMMANDLINE
+    env = runtime.run_environment(project_dir / runtime.LOCK_NAME if given else None, mode)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "nt":  # no exec on Windows: wait and pass the exit status on
+        import subprocess
+
+        sys.exit(subprocess.call(list(command), env=env))
+    try:
+        os.execvpe(command[0], list(command), env)
+    except OSError as err:
+        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err

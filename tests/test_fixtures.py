@@ -652,3 +652,25 @@ def test_e2e_transformers_llama_uses_the_hub_kernel(catalog: Catalog, hub: HubSe
     assert loaded["calls"]["flash_attn_func"] == 2  # 2 layers, unpadded batch
     assert loaded["calls"]["flash_attn_varlen_func"] == 2  # 2 layers, padded batch
     assert hub.log.count(contains="/api/kernels/kernels-community/flash-attn2/refs") >= 1
+
+
+def test_upload_files_commits_prebuilt_files_with_lfs(tmp_path: Path) -> None:
+    repo = create_kernel_repo(tmp_path, "acme/prebuilt", {"v1": [CPU_VARIANT]})
+    so = b"\x7fELF" + bytes(range(256)) * 8
+    sha = repo.upload_files(
+        "v1",
+        {
+            "build/torch211-cxx11-cu130-x86_64-linux/_x.abi3.so": so,
+            "build/torch211-cxx11-cu130-x86_64-linux/a.py": b"x",
+        },
+    )
+    assert repo.head("v1") == sha
+    assert repo.variants("v1") == sorted([CPU_VARIANT, "torch211-cxx11-cu130-x86_64-linux"])
+    out = repo.export("v1", tmp_path / "out", ["build/torch211-cxx11-cu130-x86_64-linux"])
+    assert (out / "build/torch211-cxx11-cu130-x86_64-linux/_x.abi3.so").read_bytes() == so
+    pointer = subprocess.run(
+        ["git", "-C", str(repo.path), "show", "v1:build/torch211-cxx11-cu130-x86_64-linux/_x.abi3.so"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert pointer.startswith(b"version https://git-lfs.github.com/spec/v1")

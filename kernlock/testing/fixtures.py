@@ -1121,6 +1121,29 @@ class KernelRepo:
         state.save(self.path)
         return sha
 
+    def upload_files(self, branch: str, files: Mapping[str, bytes], *, message: str = "Upload files") -> str:
+        """Commit ``{path: content}`` on top of ``branch`` (a prebuilt variant, say); ``.so`` files go to LFS.
+
+        Returns the new head sha. The builder's own build records are left as they are.
+        """
+        state = _RepoState.load(self.path)
+        committed: dict[str, bytes] = {}
+        for path, payload in files.items():
+            if path.endswith(".so"):
+                oid = hashlib.sha256(payload).hexdigest()
+                obj = self.lfs_object(oid)
+                obj.parent.mkdir(parents=True, exist_ok=True)
+                obj.write_bytes(payload)
+                payload = _LFS_POINTER.format(oid=oid, size=len(payload)).encode()
+            committed[path] = payload
+        stream = _Stream()
+        mark = stream.commit(
+            f"refs/heads/{branch}", parent=f"refs/heads/{branch}^0", when=state.tick(), message=message, files=committed
+        )
+        sha = stream.run(self.path)[mark]
+        state.save(self.path)
+        return sha
+
     def delete_branch(self, branch: str) -> None:
         """Delete a branch (its commits stay reachable by sha)."""
         state = _RepoState.load(self.path)

@@ -1,0 +1,134 @@
+"""kernlock demo: from nothing to a locked training run, on a local Hub with sample kernel repositories.
+
+Run it with `bash scripts/demo.sh` (installs what it needs), or `python examples/demo.py` in the venv. Every step is
+the real command a user types; the Hub is a local server over real git repositories (the real Hub is not needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from kernlock.testing import HubServer, build_catalog, move_branch
+
+CUDA_ENV = "torch211-cxx11-cu128-x86_64-linux"
+FLASH_ATTN2 = "kernels-community/flash-attn2"
+
+TRAIN_PY = """\
+import kernlock.activate  # first line: every Hub kernel load in this process now comes from kernels.lock
+
+import sys
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+model = LlamaForCausalLM(config)
+model.set_attn_implementation("kernels-community/flash-attn2")   # what transformers would load: version 4
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+batch = torch.randint(0, 128, (4, 32))
+for step in range(1, 6):
+    loss = model(input_ids=batch, labels=batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    print(f"  step {step}: loss {loss.item():.4f}")
+kernel = next(m for name, m in sys.modules.items() if hasattr(m, "KERNEL_IDENTITY") and "flash" in name)
+identity = kernel.KERNEL_IDENTITY
+print(f"  attention kernel: {identity['repo']} {identity['branch']} {identity['variant']} build {identity['build_id']}")
+print(f"  flash_attn calls: {sum(kernel.CALL_COUNTS.values())}")
+"""
+
+
+class Demo:
+    """Runs each step as a user would, printing the command and what it printed."""
+
+    def __init__(self, work: Path, server: HubServer) -> None:
+        self.project = work / "tiny-train"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNEL"))}
+        self.env.update(server.env())
+        self.env.update(
+            {
+                "HF_HOME": str(work / "hf-home"),
+                "HF_HUB_CACHE": str(work / "hf-cache"),
+                "KERNLOCK_CACHE": str(work / "kernlock-cache"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        self.bin = Path(sys.executable).parent
+
+    def step(self, title: str) -> None:
+        print(f"\n== {title}")
+
+    def run(self, *argv: str, offline: bool = False) -> str:
+        env = dict(self.env, HF_HUB_OFFLINE="1") if offline else self.env
+        shown = ("HF_HUB_OFFLINE=1 " if offline else "") + shlex.join(argv)
+        print(f"$ {shown}")
+        program = [str(self.bin / argv[0]) if (self.bin / argv[0]).exists() else argv[0], *argv[1:]]
+        proc = subprocess.run(program, cwd=self.project, env=env, capture_output=True, text=True)
+        output = (proc.stdout + proc.stderr).rstrip()
+        if output:
+            print(textwrap.indent(output, "  ") if not argv[0].startswith("python") else output)
+        if proc.returncode != 0:
+            raise SystemExit(f"demo failed: `{shown}` exited {proc.returncode}")
+        return proc.stdout
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="kernlock-demo-") as tmp:
+        work = Path(tmp)
+        catalog = build_catalog(work / "hub")
+        with HubServer(catalog.root) as server:
+            print(f"local Hub at {server.url} serving {', '.join(catalog.repo_ids)}")
+            demo = Demo(work, server)
+            demo.project.mkdir()
+            this_env = json.loads(demo.run("kernlock", "env", "--json"))["environment"]
+            (demo.project / "pyproject.toml").write_text(
+                '[project]\nname = "tiny-train"\nversion = "0.1.0"\n\n'
+                "[tool.kernlock]\n# this laptop and the training cluster\n"
+                f'environments = ["{this_env}", "{CUDA_ENV}"]\n'
+            )
+            (demo.project / "train.py").write_text(TRAIN_PY)
+
+            demo.step("Add kernels: the newest version with a build for BOTH environments is recorded")
+            demo.run("kernlock", "add", FLASH_ATTN2, "kernels-community/triton-layer-norm")
+            demo.run("cat", "pyproject.toml")
+            demo.step("The lock: exact commits and the variant each environment loads")
+            demo.run("kernlock", "lock", "--check")
+            demo.run("kernlock", "show")
+
+            demo.step("Train through the locked kernel, offline (the Hub is never asked)")
+            server.log.clear()
+            demo.run("python", "train.py", offline=True)
+            print(f"  requests to the Hub during training: {len(server.log)}")
+            first = json.loads(demo.run("kernlock", "show", "--json"))
+
+            demo.step("Someone re-uploads flash-attn2 v3 on the Hub (the branch moves)")
+            locked = next(k for k in first if k["repo"] == FLASH_ATTN2)
+            new_head = move_branch(catalog.root, FLASH_ATTN2, locked["requested"])
+            print(
+                f"  {FLASH_ATTN2}@{locked['requested']} now points at {new_head[:12]}; the lock still says "
+                f"{locked['commit'][:12]}"
+            )
+            demo.run("python", "train.py")
+            print("  -> same build as before: the lock wins over the moving branch")
+
+            demo.step("Upgrade on purpose")
+            demo.run("kernlock", "lock", "--upgrade")
+            demo.run("kernlock", "sync")
+            demo.run("python", "train.py", offline=True)
+            upgraded = next(k for k in json.loads(demo.run("kernlock", "show", "--json")) if k["repo"] == FLASH_ATTN2)
+            assert upgraded["commit"] == new_head, "lock --upgrade did not move flash-attn2"
+            print(f"\nThe lock moved {FLASH_ATTN2} from {locked['commit'][:12]} to {new_head[:12]}. Demo done.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""Run-time activation: every Hub kernel load in this process honours ``kernels.lock`` (docs/activation.md).
+
+``activate()`` finds the lock and reads the settings; it imports neither torch, transformers nor kernels. The
+hooks live in :mod:`kernlock.hooks_kernels` and :mod:`kernlock.hooks_transformers` and install right after
+``kernels`` / ``transformers.modeling_utils`` are imported (at once if they already are), through a
+``sys.meta_path`` entry that only watches those two names. This module stays small and cheap to import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing is not imported: activation must stay cheap
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+LOCK_NAME = "kernels.lock"
+MODES = ("strict", "warn")
+VERIFY_MODES = ("receipt", "full")
+
+# Sources of ``sitecustomize.py`` for `kernlock run`: activate, then run the sitecustomize it shadows.
+SITECUSTOMIZE = '''"""Written by `kernlock run`: activate kernlock in every Python process, then chain."""
+import importlib, importlib.util, os, sys
+
+
+def _kernlock_fail(message):
+    sys.stderr.write("error: %s\\n" % message)
+    sys.stderr.flush()
+    os._exit(1)
+
+
+try:
+    import kernlock.activate  # noqa: F401
+except ModuleNotFoundError as err:
+    if err.name != "kernlock":
+        _kernlock_fail(err)
+    if importlib.util.find_spec("kernels") is not None:
+        _kernlock_fail("%s can load Hub kernels but cannot import kernlock; install kernlock there." % sys.executable)
+except Exception as err:  # an ActivationError names the fix
+    _kernlock_fail(err)
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_saved = sys.path[:]
+_self = sys.modules.pop("sitecustomize", None)
+try:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    try:
+        importlib.import_module("sitecustomize")
+    except ModuleNotFoundError as err:
+        if err.name != "sitecustomize":
+            raise
+finally:
+    sys.path[:] = _saved
+    if _self is not None:
+        sys.modules["sitecustomize"] = _self
+'''
+
+
+class Settings:
+    """What ``activate`` decided: the lock file, the mode and the verification level."""
+
+    __slots__ = ("lockfile", "mode", "verify")
+
+    def __init__(self, lockfile: str, mode: str, verify: str) -> None:
+        self.lockfile = lockfile
+        self.mode = mode
+        self.verify = verify
+
+    def __repr__(self) -> str:
+        return f"Settings(lockfile={self.lockfile!r}, mode={self.mode!r}, verify={self.verify!r})"
+
+
+_settings: Settings | None = None
+#: Bumped by every ``activate``; the hooks drop what they derived from an older activation.
+generation = 0
+
+
+def settings() -> Settings | None:
+    """The current activation, or None when kernlock is not activated in this process."""
+    return _settings
+
+
+def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = None) -> Settings:
+    """Make every Hub kernel load in this process honour the lock (see docs/activation.md).
+
+    ``lockfile``: a path, else ``$KERNLOCK_LOCKFILE``, else ``kernels.lock`` in the current directory or a parent.
+    ``mode``: ``strict`` or ``warn``, else ``$KERNLOCK_MODE``, else ``strict``. Raises ActivationError.
+    """
+    global _settings, generation
+    new = Settings(
+        find_lockfile(lockfile),
+        _choice(mode or os.environ.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)"),
+        _choice(os.environ.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY"),
+    )
+    _settings = new
+    generation += 1
+    _watch()
+    return new
+
+
+def find_lockfile(lockfile: str | os.PathLike[str] | None = None, start: str | None = None) -> str:
+    """The lock to honour (an absolute path): ``lockfile``, else ``$KERNLOCK_LOCKFILE``, else the nearest
+    ``kernels.lock`` in ``start`` (default: the current directory) or a parent."""
+    explicit = lockfile or os.environ.get("KERNLOCK_LOCKFILE")
+    if explicit:
+        path = os.path.abspath(os.path.expanduser(os.fspath(explicit)))
+        if not os.path.isfile(path):
+            where = "" if lockfile else " (from KERNLOCK_LOCKFILE)"
+            raise _error(f"no lock file at {path}{where}; run `kernlock lock` in the project, or fix the path.")
+        return path
+    here = folder = os.path.abspath(start or os.getcwd())
+    while True:
+        candidate = os.path.join(folder, LOCK_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    raise _error(
+        f"no {LOCK_NAME} in {here} or any parent folder; run `kernlock lock` in the project, run from the "
+        "project folder, or set KERNLOCK_LOCKFILE=/path/to/kernels.lock."
+    )
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    value = value.strip().lower()
+    if value not in allowed:
+        raise _error(f"invalid {what} {value!r}; use one of: {', '.join(allowed)}.")
+    return value
+
+
+def _error(message: str) -> Exception:
+    from kernlock.errors import ActivationError
+
+    return ActivationError(message)
+
+
+# -- lazy hook installation -----------------------------------------------------------------------------------
+
+
+def _install_kernels(module: ModuleType) -> None:
+    from kernlock import hooks_kernels
+
+    hooks_kernels.install(module)
+
+
+def _install_transformers(module: ModuleType) -> None:
+    from kernlock import hooks_transformers
+
+    hooks_transformers.install(module)
+
+
+#: Module name -> installer, run right after the module has executed (or at once if it already has).
+WATCHED: dict[str, Callable[[ModuleType], None]] = {
+    "kernels": _install_kernels,
+    "transformers.modeling_utils": _install_transformers,
+}
+
+
+class _PostImportFinder:
+    """A ``sys.meta_path`` entry that runs an installer right after a watched module has executed.
+
+    It finds nothing itself: it asks the other finders for the spec and wraps that spec's loader's
+    ``exec_module`` (file loaders are made per module, so nothing else is affected).
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        installer = WATCHED.get(fullname)
+        if installer is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        original = getattr(loader, "exec_module", None)
+        if original is None:
+            return spec
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            installer(module)
+
+        try:
+            loader.exec_module = exec_module  # type: ignore[union-attr]
+        except AttributeError:  # pragma: no cover - a loader without __dict__: hooks install on the next activate
+            return spec
+        return spec
+
+
+def _watch() -> None:
+    """Install the hooks of already imported libraries now, and watch for the others."""
+    if not any(isinstance(finder, _PostImportFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder())
+    for name, installer in WATCHED.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            installer(module)
+
+
+# -- `kernlock run` ------------------------------------------------------------------------------------------
+
+
+def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> dict[str, str]:
+    """The environment for `kernlock run`: the lock (checked now, so errors come before CMD starts), the mode,
+    and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD."""
+    from kernlock import lockfile as lockfiles
+
+    path = find_lockfile(lockfile)
+    lockfiles.read(path)
+    env = dict(os.environ)
+    env["KERNLOCK_LOCKFILE"] = path
+    chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")
+    _choice(env.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY")
+    if mode is not None:
+        env["KERNLOCK_MODE"] = chosen
+    site = _site_dir()
+    env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _site_dir() -> str:
+    """A folder holding only our ``sitecustomize.py``, named after its content (written once, atomically)."""
+    import hashlib
+
+    from kernlock.atomic import write_text_atomic
+    from kernlock.hub import cache_root
+
+    digest = hashlib.sha256(SITECUSTOMIZE.encode()).hexdigest()[:16]
+    folder = cache_root() / "run" / digest
+    target = folder / "sitecustomize.py"
+    if not target.is_file() or target.read_text() != SITECUSTOMIZE:
+        write_text_atomic(target, SITECUSTOMIZE)
+    return str(folder)

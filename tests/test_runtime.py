@@ -1,0 +1,615 @@
+"""Run-time activation: every Hub kernel load in a process honours kernels.lock (issue #5).
+
+A module-wide project locks and syncs five kernels from a local Hub, which is then **stopped**. Every load runs
+in a fresh Python process (HF_ENDPOINT, HF_HUB_OFFLINE and KERNELS_CACHE are read at import) with an audit hook
+that records every socket it connects: a load that needed the network would fail, and the record must be empty.
+Each load path proves its identity: the ``KERNEL_IDENTITY`` (repo, version, variant, build id) of the imported
+build equals the one at the locked commit in the fixture's git repository, and its commit is the locked one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import CPU_ENV, run_cli, write_pyproject
+
+from kernlock import lockfile, sync
+from kernlock.hooks_kernels import satisfies
+from kernlock.lockfile import Lock, LockedKernel
+from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo, read_identity
+
+FA2 = "kernels-community/flash-attn2"
+ACTIVATION = "kernels-community/activation"
+LAYER_NORM = "kernels-community/triton-layer-norm"
+PAGED = "kernels-community/paged-attention"
+FP8 = "kernels-community/finegrained-fp8"  # transformers' lazy_load_kernel("finegrained-fp8") asks version=4
+UNLOCKED = "kernels-community/rotary"
+OTHER_ENV = "torch212-cxx11-cpu-x86_64-linux"
+
+REQUIREMENTS = f"""\
+"{FA2}" = "v2"
+"{ACTIVATION}" = "v2"
+"{LAYER_NORM}" = "v1"
+"{PAGED}" = "v2"
+"{FP8}" = "v1"
+"""
+_SCRUBBED = (
+    "HF_HUB_OFFLINE",
+    "HF_TOKEN",
+    "HF_HUB_CACHE",
+    "HF_HOME",
+    "KERNELS_CACHE",
+    "KERNLOCK_CACHE",
+    "KERNLOCK_LOCKFILE",
+    "KERNLOCK_MODE",
+    "KERNLOCK_VERIFY",
+    "LOCAL_KERNELS",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "DO_NOT_TRACK",
+    "DISABLE_TELEMETRY",
+)
+
+# -- what every child process runs ----------------------------------------------------------------------------
+
+# First, before anything else: record every socket the process connects.
+PRELUDE = """\
+import json, sys
+CONNECTS = []
+sys.addaudithook(lambda event, args: CONNECTS.append(repr(args[1])) if event == "socket.connect" else None)
+"""
+HELPERS = """\
+def loaded():
+    import kernels
+    return {
+        k.repo_info.repo_id: {
+            "commit": k.repo_info.revision,
+            "identity": k.module.KERNEL_IDENTITY,
+            "calls": dict(k.module.CALL_COUNTS),
+        }
+        for k in kernels.get_loaded_kernels()
+        if k.repo_info is not None
+    }
+
+
+def train_llama(attn, **kwargs):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **kwargs)
+    model.train()
+    ids = torch.randint(0, 64, (2, 8))
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grad = model.model.layers[0].self_attn.q_proj.weight.grad
+    return model, {"attn": model.config._attn_implementation, "loss": float(loss), "q_grad": float(grad.abs().sum())}
+
+
+def report(**extra):
+    print("REPORT " + json.dumps({"loaded": loaded(), "connects": CONNECTS, **extra}), flush=True)
+"""
+
+
+@dataclass
+class Child:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        for line in self.stdout.splitlines():
+            if line.startswith("REPORT "):
+                return json.loads(line[len("REPORT ") :])
+        raise AssertionError(f"no report (exit {self.returncode}):\n{self.stdout}\n{self.stderr}")
+
+    def error_line(self) -> str:
+        """The last line of stderr: what the user sees of an uncaught exception."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+@dataclass
+class Runtime:
+    root: Path  # the Hub's repositories
+    project: Path
+    lock: Lock
+    env: dict[str, str]  # a user's environment: synced cache, HF_ENDPOINT of the stopped Hub
+
+    def entry(self, repo: str) -> LockedKernel:
+        entry = self.lock.entry_for(repo, CPU_ENV)
+        assert entry is not None, repo
+        return entry
+
+    def identity(self, repo: str) -> dict[str, Any]:
+        """KERNEL_IDENTITY of the locked build, read from git at the locked commit."""
+        entry = self.entry(repo)
+        variant = entry.variant_for(CPU_ENV)
+        assert variant is not None
+        return read_identity(self.root, repo, entry.commit, variant.name)
+
+    def run(
+        self,
+        body: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        activate: bool = True,
+        args: list[str] | None = None,
+    ) -> Child:
+        """Run PRELUDE, ``import kernlock.activate`` (unless not ``activate``), HELPERS and ``body``."""
+        code = PRELUDE + ("import kernlock.activate\n" if activate else "") + HELPERS + textwrap.dedent(body)
+        return self.run_argv([sys.executable, "-c", code, *(args or [])], env=env, cwd=cwd)
+
+    def run_argv(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Child:
+        result = subprocess.run(
+            argv, env={**self.env, **(env or {})}, cwd=cwd or self.project, capture_output=True, text=True, timeout=300
+        )
+        return Child(result.returncode, result.stdout, result.stderr)
+
+    def assert_locked(self, child: Child, *repos: str) -> dict[str, Any]:
+        """Each of ``repos`` was loaded at its locked commit, as the locked build; no socket was connected."""
+        assert child.returncode == 0, child.stderr[-3000:]
+        report = child.report
+        for repo in repos:
+            assert repo in report["loaded"], (repo, report["loaded"].keys(), child.stderr[-2000:])
+            assert report["loaded"][repo]["commit"] == self.entry(repo).commit
+            assert report["loaded"][repo]["identity"] == self.identity(repo)
+        assert report["connects"] == []
+        return report
+
+    def write_lock(self, path: Path, lock: Lock) -> Path:
+        lockfile.write(path, lock)
+        return path
+
+
+def _user_env(base: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.update(
+        {
+            "HF_HOME": str(base / "hf-home"),
+            "HF_HUB_CACHE": str(base / "hf-cache"),
+            "KERNLOCK_CACHE": str(base / "kernlock-cache"),
+            "HF_HUB_DISABLE_XET": "1",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    """A project with five locked kernels, synced from a local Hub that is stopped before any test runs."""
+    base = tmp_path_factory.mktemp("runtime")
+    root = base / "hub"
+    build_catalog(root)
+    create_kernel_repo(root, FP8, {"v1": [CPU_VARIANT], "v4": [CPU_VARIANT]}, kind="activation")
+    project = base / "project"
+    project.mkdir()
+    write_pyproject(project, REQUIREMENTS, environments=[CPU_ENV])
+    env = _user_env(base)
+    with HubServer(root) as server:
+        for command in ("lock", "sync"):
+            result = run_cli(command, "--project", str(project), env={**env, **server.env()})
+            assert result.returncode == 0, result.stderr
+        env["HF_ENDPOINT"] = server.url
+    yield Runtime(root, project, lockfile.read(project / "kernels.lock"), env)
+
+
+@pytest.fixture
+def online(rt: Runtime, tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
+    """The Hub running again, and a user environment pointed at it with an empty cache."""
+    with HubServer(rt.root) as server:
+        env = {**_user_env(tmp_path), **server.env()}
+        yield server, env
+
+
+# -- transformers' attention paths, forward and backward, with the Hub stopped --------------------------------
+
+
+def test_attn_implementation_repo_loads_the_locked_build_over_transformers_default(rt: Runtime):
+    """transformers asks flash-attn2 ``version=4`` here; the lock pins v2 and wins (logged at info)."""
+    child = rt.run(
+        """
+        import logging
+        logging.basicConfig(level=logging.INFO)
+        model, result = train_llama("kernels-community/flash-attn2")
+        report(**result)
+        """
+    )
+    report = rt.assert_locked(child, FA2)
+    assert report["attn"] == FA2
+    assert report["q_grad"] > 0
+    assert report["loaded"][FA2]["identity"]["version"] == 2
+    assert report["loaded"][FA2]["calls"]["flash_attn_func"] == 2  # one call per layer: the kernel ran
+    assert "asked for version=4" in child.stderr and "kernels.lock pins v2" in child.stderr
+
+
+@pytest.mark.parametrize("attn", [f"{FA2}@v2", f"{FA2}:flash_attn_func"])
+def test_attn_implementation_with_revision_or_function(rt: Runtime, attn: str):
+    child = rt.run(f"model, result = train_llama({attn!r})\nreport(**result)")
+    report = rt.assert_locked(child, FA2)
+    assert report["attn"] == attn
+    assert report["q_grad"] > 0 and report["loaded"][FA2]["calls"]["flash_attn_func"] == 2
+
+
+def test_flash_attention_2_fallback_loads_the_locked_build(rt: Runtime):
+    """No flash_attn package: transformers silently loads the Hub kernel; it is the locked one."""
+    child = rt.run('model, result = train_llama("flash_attention_2")\nreport(**result)')
+    report = rt.assert_locked(child, FA2)
+    assert report["attn"] == FA2
+    assert report["q_grad"] > 0 and report["loaded"][FA2]["calls"]["flash_attn_func"] == 2
+
+
+def test_unsatisfied_revision_is_an_error_in_strict_mode(rt: Runtime):
+    child = rt.run(f'train_llama("{FA2}@v3")')
+    assert child.returncode != 0
+    line = child.error_line()
+    assert line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
+    assert f"{FA2}@v3 is requested" in line and "pins" in line and f"`kernlock add {FA2}@v3`" in line
+
+
+def test_flash_attention_2_fallback_error_reaches_the_user(rt: Runtime, tmp_path: Path):
+    """transformers replaces any fallback failure with "flash_attn is not installed"; kernlock's error wins."""
+    lock = rt.write_lock(
+        tmp_path / "kernels.lock", replace(rt.lock, kernels=tuple(k for k in rt.lock.kernels if k.repo != FA2))
+    )
+    child = rt.run('train_llama("flash_attention_2")', env={"KERNLOCK_LOCKFILE": str(lock)})
+    line = child.error_line()
+    assert child.returncode != 0 and line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
+    assert f"{FA2} (version=4) is not in {lock}" in line and f"`kernlock add {FA2}`" in line
+
+
+def _for_environment(lock: Lock, env: str) -> Lock:
+    """The same lock, made for another environment only (its variants keep their names)."""
+    kernels = tuple(
+        replace(k, environments=(env,), variants=tuple(replace(v, environments=(env,)) for v in k.variants))
+        for k in lock.kernels
+    )
+    return replace(lock, environments=(env,), kernels=kernels)
+
+
+def test_environment_not_in_the_lock_is_named_through_transformers(rt: Runtime, tmp_path: Path):
+    """transformers rewraps load errors as ValueError("An error occurred ..."); the ActivationError reaches the user."""
+    lock = rt.write_lock(tmp_path / "kernels.lock", _for_environment(rt.lock, OTHER_ENV))
+    child = rt.run(f'train_llama("{FA2}")', env={"KERNLOCK_LOCKFILE": str(lock)})
+    line = child.error_line()
+    assert child.returncode != 0 and line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
+    assert f"does not cover this environment, {CPU_ENV}" in line and OTHER_ENV in line and "`kernlock lock`" in line
+
+
+# -- kernelize, use_kernels, lazy_load_kernel, direct loads, dependencies ------------------------------------
+
+
+def test_use_kernels_and_kernelize_layer_mappings(rt: Runtime):
+    """``LayerRepository(version=N)`` mappings (transformers ``use_kernels=True``, ``kernels.kernelize``) load
+    the locked builds; the model trains through the locked RMSNorm layer."""
+    child = rt.run(
+        f"""
+        import torch
+        from torch import nn
+        from kernels import LayerRepository, Mode, kernelize, register_kernel_mapping, use_kernel_forward_from_hub
+        from kernels import use_kernel_mapping
+
+        # transformers' use_kernels=True with a mapping for this device (its default mapping has no CPU RMSNorm)
+        register_kernel_mapping(
+            {{"RMSNorm": {{"cpu": LayerRepository("{LAYER_NORM}", layer_name="LlamaRMSNorm", version=3)}}}}
+        )
+        model, result = train_llama("sdpa")
+        model.set_use_kernels(True)
+        model.zero_grad()
+        ids = torch.randint(0, 64, (2, 8))
+        model(input_ids=ids, labels=ids).loss.backward()
+        norm_grad = float(model.model.norm.weight.grad.abs().sum())
+
+        @use_kernel_forward_from_hub("SiluAndMul")
+        class SiluAndMul(nn.Module):
+            def forward(self, x):
+                d = x.shape[-1] // 2
+                return nn.functional.silu(x[..., :d]) * x[..., d:]
+
+        layer = nn.Sequential(SiluAndMul())
+        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{ACTIVATION}", layer_name="SiluAndMul", version=1)}}}}
+        with use_kernel_mapping(mapping):
+            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
+        layer(torch.randn(3, 8))
+        report(norm_grad=norm_grad)
+        """
+    )
+    report = rt.assert_locked(child, LAYER_NORM, ACTIVATION)
+    assert report["loaded"][LAYER_NORM]["calls"]["rms_norm"] > 0 and report["norm_grad"] > 0
+    assert report["loaded"][ACTIVATION]["calls"]["silu_and_mul"] == 1
+    assert report["loaded"][ACTIVATION]["identity"]["version"] == 2  # asked version=1
+
+
+def test_lazy_load_kernel_direct_get_kernel_and_kernel_dependencies(rt: Runtime, tmp_path: Path):
+    fa2 = rt.entry(FA2).commit
+    child = rt.run(
+        f"""
+        from pathlib import Path
+        import kernels
+        from transformers.integrations.hub_kernels import lazy_load_kernel
+
+        fp8 = lazy_load_kernel("finegrained-fp8")                         # transformers asks version=4
+        by_version = kernels.get_kernel("{FA2}", version=5)                # the newest version: no CPU build
+        fa2 = "{fa2}"
+        by_commit = kernels.get_kernel("{FA2}", revision=fa2[:7])          # a commit prefix the lock satisfies
+        paged = kernels.get_kernel("{PAGED}", version=1)                  # kernel-depends on {ACTIVATION}
+        theirs = Path(sys.argv[1])                                         # kernels' own lock format
+        their_entry = {{"dependency": {{"repo-id": "{FA2}", "version": 2}}, "lock": {{"commit": fa2}}}}
+        theirs.write_text(json.dumps([their_entry]))
+        by_their_lock = kernels.get_locked_kernel("{FA2}", lockfile=theirs)
+        report(
+            same=by_version is by_commit is by_their_lock,
+            dependency=paged.DEPENDENCY_IDENTITIES,
+            fp8=fp8.KERNEL_IDENTITY,
+        )
+        """,
+        args=[str(tmp_path / "kernels-own.lock")],
+    )
+    report = rt.assert_locked(child, FP8, FA2, PAGED, ACTIVATION)
+    assert report["same"] is True
+    assert report["fp8"] == rt.identity(FP8) and report["fp8"]["version"] == 1
+    assert report["dependency"] == {ACTIVATION: rt.identity(ACTIVATION)}
+
+
+def test_activation_after_transformers_and_kernels_were_imported(rt: Runtime):
+    child = rt.run(
+        f"""
+        import kernels, transformers
+        from transformers import LlamaForCausalLM  # imports transformers.modeling_utils
+        import kernlock
+        kernlock.activate(lockfile={str(rt.project / "kernels.lock")!r})
+        model, result = train_llama("{FA2}")
+        report(**result)
+        """,
+        activate=False,
+        cwd=rt.root,  # no kernels.lock here: the explicit path is used
+    )
+    report = rt.assert_locked(child, FA2)
+    assert report["q_grad"] > 0
+
+
+# -- policy: unlocked repos, warn mode --------------------------------------------------------------------------
+
+
+def test_unlocked_repo_is_an_error_in_strict_mode_without_any_request(rt: Runtime):
+    child = rt.run(
+        f"""
+        import kernels
+        from kernels import LayerRepository
+        errors = []
+        for load in (
+            lambda: kernels.get_kernel("{UNLOCKED}", version=1),
+            lambda: LayerRepository("{UNLOCKED}", layer_name="X", version=1).load(),
+        ):
+            try:
+                load()
+            except Exception as err:
+                errors.append([type(err).__name__, str(err)])
+        report(errors=errors)
+        """
+    )
+    report = child.report
+    assert report["connects"] == [] and report["loaded"] == {}
+    assert [name for name, _ in report["errors"]] == ["ActivationError", "ActivationError"]
+    for _, message in report["errors"]:
+        assert f"{UNLOCKED} (version=1) is not in" in message and f"`kernlock add {UNLOCKED}`" in message
+        assert "KERNLOCK_MODE=warn" in message
+
+
+def test_warn_mode_loads_unlocked_repos_and_keeps_locked_ones_locked(rt: Runtime, online):
+    """warn: an unlocked repo loads normally (from the Hub) with a warning; an explicit revision the lock does
+    not satisfy still gets the locked build (never code the lock does not vouch for), with a warning."""
+    server, env = online
+    env = {**env, "HF_HUB_CACHE": rt.env["HF_HUB_CACHE"], "KERNLOCK_MODE": "warn"}
+    child = rt.run(
+        f"""
+        import kernels
+        unlocked = kernels.get_kernel("{UNLOCKED}", version=1)
+        locked = kernels.get_kernel("{FA2}", revision="v3")
+        report(unlocked=unlocked.KERNEL_IDENTITY)
+        """,
+        env=env,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = child.report
+    assert report["unlocked"]["repo"] == UNLOCKED and report["unlocked"]["version"] == 1
+    assert report["loaded"][FA2]["identity"] == rt.identity(FA2)
+    assert f"{UNLOCKED} (version=1) is not in" in child.stderr and "Loading it unlocked and unverified" in child.stderr
+    assert f"{FA2}@v3 is requested" in child.stderr and "Loading the locked build" in child.stderr
+    assert server.log.count(contains=f"/{FA2}/") == 0  # the locked repo never asked the Hub
+
+
+def test_kernel_loaded_before_activation_must_be_the_locked_build(rt: Runtime, online):
+    _server, env = online
+    child = rt.run(
+        f"""
+        import kernels, kernlock
+        kernels.get_kernel("{FA2}", version=3)
+        kernlock.activate()
+        """,
+        env=env,
+        activate=False,
+    )
+    line = child.error_line()
+    assert child.returncode != 0 and line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
+    assert "was loaded before kernlock was activated" in line and "import kernlock.activate" in line
+
+
+# -- not synced, verification ----------------------------------------------------------------------------------
+
+
+def test_not_synced_and_online_fetches_exactly_the_locked_files(rt: Runtime, online):
+    server, env = online
+    child = rt.run(f'import kernels\nkernels.get_kernel("{FA2}", version=4)\nreport()', env=env)
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = child.report
+    assert report["loaded"][FA2]["identity"] == rt.identity(FA2)
+    entry = rt.entry(FA2)
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    requests = [r for r in server.log.entries if "agent-harnesses" not in r.path]
+    prefix = f"/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/"
+    assert sorted(r.path.removeprefix(prefix) for r in requests) == sorted(f.path for f in variant.files)
+    assert all(r.method == "GET" for r in requests)
+
+
+def test_not_synced_and_offline_names_kernlock_sync(rt: Runtime, tmp_path: Path):
+    empty = {"HF_HUB_CACHE": str(tmp_path / "empty")}
+    for extra in ({"HF_HUB_OFFLINE": "1"}, {}):  # offline; online but the Hub is unreachable
+        child = rt.run(f'import kernels\nkernels.get_kernel("{FA2}", version=4)', env={**empty, **extra})
+        line = child.error_line()
+        assert child.returncode != 0 and line.startswith("kernlock.errors.NotSyncedError:"), child.stderr[-2000:]
+        assert FA2 in line and "`kernlock sync`" in line
+
+
+def _tampered_cache(rt: Runtime, tmp_path: Path, keep_size: bool) -> tuple[dict[str, str], Path]:
+    """A copy of the synced cache whose flash-attn2 ``__init__.py`` writes a marker file when imported."""
+    cache = tmp_path / "cache"
+    shutil.copytree(rt.env["HF_HUB_CACHE"], cache, symlinks=True)
+    entry = rt.entry(FA2)
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    blob = (sync.variant_path(entry, variant, cache) / "__init__.py").resolve()
+    marker = tmp_path / "imported"
+    text = blob.read_text()
+    first = text.splitlines()[0]  # the module docstring
+    evil = 'import os; open(os.environ["KL_MARKER"], "w")#'
+    assert len(evil) <= len(first)
+    tampered = text.replace(first, evil.ljust(len(first), "#"), 1) if keep_size else evil + "\n" + text
+    stat = blob.stat()
+    with open(blob, "r+") as handle:  # in place: same inode
+        handle.write(tampered)
+        handle.truncate()
+    if keep_size:  # same size, same mtime, same inode: only a re-hash can tell
+        os.utime(blob, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    return {"HF_HUB_CACHE": str(cache), "KL_MARKER": str(marker)}, marker
+
+
+@pytest.mark.parametrize(("keep_size", "verify"), [(False, "receipt"), (True, "full")])
+def test_a_file_that_fails_verification_is_never_imported(rt: Runtime, tmp_path: Path, keep_size: bool, verify: str):
+    env, marker = _tampered_cache(rt, tmp_path, keep_size)
+    child = rt.run(f'import kernels\nkernels.get_kernel("{FA2}", version=4)', env={**env, "KERNLOCK_VERIFY": verify})
+    line = child.error_line()
+    assert child.returncode != 0 and line.startswith("kernlock.errors.IntegrityError:"), child.stderr[-2000:]
+    assert "__init__.py" in line and "`kernlock sync`" in line
+    assert not marker.exists()
+
+
+# -- kernlock run -------------------------------------------------------------------------------------------------
+
+
+def test_kernlock_run_activates_every_python_process_and_passes_the_exit_code(rt: Runtime, tmp_path: Path):
+    """No kernlock import in the program: `kernlock run` activates it, and the Python processes it starts."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        PRELUDE
+        + HELPERS
+        + textwrap.dedent(
+            f"""
+            import subprocess
+            model, result = train_llama("{FA2}")
+            code = "import json, kernels; " + (
+                "print(json.dumps(kernels.get_kernel('{ACTIVATION}', version=1).KERNEL_IDENTITY))"
+            )
+            grandchild = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            report(grandchild=grandchild.stdout.strip(), grandchild_err=grandchild.stderr[-2000:], **result)
+            sys.exit(7)
+            """
+        )
+    )
+    child = rt.run_argv([sys.executable, "-m", "kernlock", "run", "--", sys.executable, str(script)])
+    assert child.returncode == 7, child.stderr[-3000:]
+    report = child.report
+    assert report["loaded"][FA2]["identity"] == rt.identity(FA2) and report["q_grad"] > 0
+    assert json.loads(report["grandchild"]) == rt.identity(ACTIVATION), report["grandchild_err"]
+
+
+def test_kernlock_run_checks_the_lock_before_starting(rt: Runtime, tmp_path: Path):
+    child = rt.run_argv(
+        [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", "print('ran')"], cwd=tmp_path
+    )
+    assert child.returncode == 1 and "ran" not in child.stdout
+    assert "no kernels.lock in" in child.stderr and "`kernlock lock`" in child.stderr
+
+
+# -- activation itself -------------------------------------------------------------------------------------------
+
+
+def test_import_kernlock_activate_imports_no_ml_library(rt: Runtime):
+    child = rt.run_argv(
+        [
+            sys.executable,
+            "-c",
+            "import sys, kernlock.activate; "
+            "print(sorted(m for m in ('torch', 'transformers', 'kernels') if m in sys.modules))",
+        ]
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "[]"
+
+
+def _settings(rt: Runtime, cwd: Path, env: dict[str, str] | None = None, call: str = "") -> Child:
+    activation = call or "import kernlock.activate"
+    code = f"import kernlock\nfrom kernlock import runtime\n{activation}\nprint(runtime.settings())"
+    return rt.run_argv([sys.executable, "-c", code], env=env, cwd=cwd)
+
+
+def test_lock_discovery_and_settings(rt: Runtime, tmp_path: Path):
+    deep = rt.project / "src" / "pkg"
+    deep.mkdir(parents=True, exist_ok=True)
+    found = _settings(rt, deep)
+    assert f"lockfile='{rt.project / 'kernels.lock'}'" in found.stdout, found.stderr
+    assert "mode='strict'" in found.stdout and "verify='receipt'" in found.stdout
+
+    other = rt.write_lock(tmp_path / "other.lock", rt.lock)
+    explicit = _settings(rt, deep, {"KERNLOCK_LOCKFILE": str(other), "KERNLOCK_VERIFY": "full"})
+    assert f"lockfile='{other}'" in explicit.stdout and "verify='full'" in explicit.stdout, explicit.stderr
+
+    override = _settings(rt, deep, {"KERNLOCK_MODE": "warn"}, call="kernlock.activate(mode='strict')")
+    assert "mode='strict'" in override.stdout, override.stderr
+
+    none = _settings(rt, tmp_path)
+    assert none.returncode != 0 and none.error_line().startswith("kernlock.errors.ActivationError: no kernels.lock")
+    assert "`kernlock lock`" in none.error_line() and "KERNLOCK_LOCKFILE" in none.error_line()
+
+    missing = _settings(rt, deep, {"KERNLOCK_LOCKFILE": str(tmp_path / "nope.lock")})
+    assert "no lock file at" in missing.error_line() and "KERNLOCK_LOCKFILE" in missing.error_line()
+
+    bad = _settings(rt, deep, {"KERNLOCK_MODE": "lenient"})
+    assert "invalid mode (KERNLOCK_MODE) 'lenient'; use one of: strict, warn." in bad.error_line()
+
+
+def test_revisions_that_satisfy_a_lock_entry(rt: Runtime):
+    entry = rt.entry(FA2)
+    for revision in ("v2", "refs/heads/v2", entry.commit, entry.commit[:7], entry.commit[:12].upper()):
+        assert satisfies(entry, revision), revision
+    for revision in ("v3", "main", entry.commit[:6], "0" * 40):
+        assert not satisfies(entry, revision), revision
+
+
+def test_a_kernels_version_without_a_hooked_attribute_fails_loudly(rt: Runtime):
+    code = (
+        "from kernlock import hooks_kernels\n"
+        "hooks_kernels.NEEDED += (('kernels.resolver', 'HubResolver.resolve_v2'),)\n"
+        "import kernlock.activate\n"
+        "import kernels\n"
+    )
+    child = rt.run_argv([sys.executable, "-c", code])
+    line = child.error_line()
+    assert child.returncode != 0 and line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
+    assert "lacks kernels.resolver.HubResolver.resolve_v2" in line and "kernels==0.17.2" in line
