@@ -41,7 +41,7 @@ for step in range(1, 6):
     optimizer.step()
     optimizer.zero_grad()
     print(f"  step {step}: loss {loss.item():.4f}")
-kernel = next(m for name, m in sys.modules.items() if hasattr(m, "KERNEL_IDENTITY") and "flash" in name)
+kernel = next(m for m in list(sys.modules.values()) if isinstance(getattr(m, "KERNEL_IDENTITY", None), dict))
 identity = kernel.KERNEL_IDENTITY
 print(f"  attention kernel: {identity['repo']} {identity['branch']} {identity['variant']} build {identity['build_id']}")
 print(f"  flash_attn calls: {sum(kernel.CALL_COUNTS.values())}")
@@ -53,7 +53,7 @@ class Demo:
 
     def __init__(self, work: Path, server: HubServer) -> None:
         self.project = work / "tiny-train"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNEL"))}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNEL", "KERNLOCK"))}
         self.env.update(server.env())
         self.env.update(
             {
@@ -61,6 +61,7 @@ class Demo:
                 "HF_HUB_CACHE": str(work / "hf-cache"),
                 "KERNLOCK_CACHE": str(work / "kernlock-cache"),
                 "PYTHONUNBUFFERED": "1",
+                "TRANSFORMERS_VERBOSITY": "error",
             }
         )
         self.bin = Path(sys.executable).parent
@@ -68,18 +69,30 @@ class Demo:
     def step(self, title: str) -> None:
         print(f"\n== {title}")
 
-    def run(self, *argv: str, offline: bool = False) -> str:
+    def run(self, *argv: str, offline: bool = False, quiet: bool = False) -> str:
+        """Run a command in the project as a user would; print it and its output unless ``quiet``."""
         env = dict(self.env, HF_HUB_OFFLINE="1") if offline else self.env
         shown = ("HF_HUB_OFFLINE=1 " if offline else "") + shlex.join(argv)
-        print(f"$ {shown}")
         program = [str(self.bin / argv[0]) if (self.bin / argv[0]).exists() else argv[0], *argv[1:]]
         proc = subprocess.run(program, cwd=self.project, env=env, capture_output=True, text=True)
         output = (proc.stdout + proc.stderr).rstrip()
-        if output:
-            print(textwrap.indent(output, "  ") if not argv[0].startswith("python") else output)
+        if not quiet:
+            print(f"$ {shown}")
+            if output:
+                print(output if argv[0] == "python" else textwrap.indent(output, "  "))
         if proc.returncode != 0:
-            raise SystemExit(f"demo failed: `{shown}` exited {proc.returncode}")
+            raise SystemExit(f"demo failed: `{shown}` exited {proc.returncode}:\n{output}")
         return proc.stdout
+
+    def train(self, offline: bool = False) -> str:
+        """Run train.py; returns the build id of the attention kernel it trained with."""
+        output = self.run("python", "train.py", offline=offline)
+        return output.rsplit(" build ", 1)[1].split()[0]
+
+    def locked(self, repo: str) -> dict:
+        """The `kernlock show --json` row of ``repo``."""
+        rows = json.loads(self.run("kernlock", "show", "--json", quiet=True))
+        return next(row for row in rows if row["repo"] == repo)
 
 
 def main() -> None:
@@ -90,7 +103,8 @@ def main() -> None:
             print(f"local Hub at {server.url} serving {', '.join(catalog.repo_ids)}")
             demo = Demo(work, server)
             demo.project.mkdir()
-            this_env = json.loads(demo.run("kernlock", "env", "--json"))["environment"]
+            demo.run("kernlock", "env")
+            this_env = json.loads(demo.run("kernlock", "env", "--json", quiet=True))["environment"]
             (demo.project / "pyproject.toml").write_text(
                 '[project]\nname = "tiny-train"\nversion = "0.1.0"\n\n'
                 "[tool.kernlock]\n# this laptop and the training cluster\n"
@@ -98,36 +112,43 @@ def main() -> None:
             )
             (demo.project / "train.py").write_text(TRAIN_PY)
 
-            demo.step("Add kernels: the newest version with a build for BOTH environments is recorded")
+            demo.step(
+                "Add kernels: the newest version with a build for BOTH environments is recorded\n"
+                "   (flash-attn2: v5 has no CPU build, v4 no torch 2.11 build; transformers alone would load v4)"
+            )
             demo.run("kernlock", "add", FLASH_ATTN2, "kernels-community/triton-layer-norm")
             demo.run("cat", "pyproject.toml")
-            demo.step("The lock: exact commits and the variant each environment loads")
+            demo.step("The lock: exact commits, and the variant each environment loads")
             demo.run("kernlock", "lock", "--check")
             demo.run("kernlock", "show")
 
             demo.step("Train through the locked kernel, offline (the Hub is never asked)")
             server.log.clear()
-            demo.run("python", "train.py", offline=True)
+            first_build = demo.train(offline=True)
             print(f"  requests to the Hub during training: {len(server.log)}")
-            first = json.loads(demo.run("kernlock", "show", "--json"))
+            demo.run("kernlock", "verify")
+            locked = demo.locked(FLASH_ATTN2)
 
-            demo.step("Someone re-uploads flash-attn2 v3 on the Hub (the branch moves)")
-            locked = next(k for k in first if k["repo"] == FLASH_ATTN2)
+            demo.step(f"Someone re-uploads {FLASH_ATTN2} {locked['requested']} on the Hub: the branch moves")
             new_head = move_branch(catalog.root, FLASH_ATTN2, locked["requested"])
             print(
-                f"  {FLASH_ATTN2}@{locked['requested']} now points at {new_head[:12]}; the lock still says "
+                f"  {FLASH_ATTN2}@{locked['requested']} is now {new_head[:12]}; kernels.lock still says "
                 f"{locked['commit'][:12]}"
             )
-            demo.run("python", "train.py")
-            print("  -> same build as before: the lock wins over the moving branch")
+            same_build = demo.train()
+            assert same_build == first_build, "the moved branch leaked into a locked run"
+            print(f"  -> still build {same_build}: the lock wins over the moving branch")
 
-            demo.step("Upgrade on purpose")
+            demo.step("Upgrade on purpose: lock --upgrade moves the pin, sync fetches the new build")
             demo.run("kernlock", "lock", "--upgrade")
             demo.run("kernlock", "sync")
-            demo.run("python", "train.py", offline=True)
-            upgraded = next(k for k in json.loads(demo.run("kernlock", "show", "--json")) if k["repo"] == FLASH_ATTN2)
-            assert upgraded["commit"] == new_head, "lock --upgrade did not move flash-attn2"
-            print(f"\nThe lock moved {FLASH_ATTN2} from {locked['commit'][:12]} to {new_head[:12]}. Demo done.")
+            new_build = demo.train(offline=True)
+            assert demo.locked(FLASH_ATTN2)["commit"] == new_head, "lock --upgrade did not move flash-attn2"
+            assert new_build != first_build, "the upgraded lock still loads the old build"
+            print(
+                f"\n{FLASH_ATTN2}: {locked['commit'][:12]} (build {first_build}) -> {new_head[:12]} "
+                f"(build {new_build}). Demo done."
+            )
 
 
 if __name__ == "__main__":

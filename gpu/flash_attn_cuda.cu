@@ -7,7 +7,8 @@
 //
 // Registered as torch ops in their own namespace (OPS_NAMESPACE, given at compile time), as Hub kernel builds
 // are: `torch.ops.<namespace>.fwd` / `.bwd`. Compiled with -DGQA_BACKWARD_BUG it reproduces a regression like
-// kernels-community#1085: the backward pass refuses grouped-query attention.
+// kernels-community#1085: the backward pass maps query heads to the wrong kv heads under grouped-query attention
+// (right for plain multi-head attention, silently wrong gradients for GQA).
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -100,7 +101,11 @@ __global__ void attention_bwd(const float* __restrict__ dout, const float* __res
                               float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dv, int seqlen_q,
                               int seqlen_k, int heads, int kv_heads, int dim, float scale, bool causal) {
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+#ifdef GQA_BACKWARD_BUG
+  const int hk = h % kv_heads;  // the regression: interleaved instead of grouped heads
+#else
   const int hk = h / (heads / kv_heads);
+#endif
   extern __shared__ float shared[];
   float* p = shared;                   // probabilities
   float* ds = shared + seqlen_k;       // d(scores)
@@ -175,11 +180,6 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q, const at::Tensor& k, const 
 std::vector<at::Tensor> mha_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const at::Tensor& out, const at::Tensor& lse, double scale, bool causal) {
   check_inputs(q, k, v);
-#ifdef GQA_BACKWARD_BUG
-  TORCH_CHECK(q.size(2) == k.size(2),
-              "flash-attn CUDA backward: illegal memory layout for grouped-query attention (num_heads=", q.size(2),
-              ", num_kv_heads=", k.size(2), ")");
-#endif
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t batch = q.size(0), seqlen_q = q.size(1), heads = q.size(2), dim = q.size(3);
   const int64_t seqlen_k = k.size(1), kv_heads = k.size(2);

@@ -101,8 +101,8 @@ def _print_lock(result: api.LockResult) -> None:
     for kernel in result.lock.kernels:
         via = f" (dependency of {', '.join(kernel.required_by)})" if kernel.required_by else ""
         click.echo(f"  {kernel.repo} {kernel.requested} -> {kernel.commit[:12]}{via}")
-        for variant in kernel.variants:
-            click.echo(f"    {variant.name}: {', '.join(variant.environments)}")
+        for env, variant in sorted((env, v.name) for v in kernel.variants for env in v.environments):
+            click.echo(f"    {env} -> {variant}")
 
 
 @main.command()
