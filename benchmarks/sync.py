@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     for name, requests, wall in rows:
         print(f"{name:28}{requests:>10}{wall:>10.3f}{wall / cold:>13.1%}")
     print(f"{'kernlock sync CLI (no-op)':28}{cli_requests:>10}{cli_wall:>10.3f}{cli_wall / cold:>13.1%}")
-    print("  (the CLI row is a whole process: interpreter start, imports, torch for this environment)")
+    print("  (the CLI row is a whole process: interpreter start and imports; torch is not imported)")
     noop_requests, noop_wall = rows[1][1], rows[1][2]
     ok = noop_requests == 0 and noop_wall < 0.1 * cold
     print(

@@ -8,12 +8,15 @@ this machine's, so that a lock made anywhere picks what the loader picks on the 
 
 from __future__ import annotations
 
+import importlib.util
 import operator
 import platform
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -139,7 +142,27 @@ class Environment:
 
 
 def detect() -> Environment:
-    """This machine as an environment string, from the installed torch and the kernels backend probe."""
+    """This machine as an environment string, from the installed torch and the kernels backend probe.
+
+    When torch is not imported yet (the CLI), the facts come from torch's own ``version.py`` without importing
+    torch (two seconds saved per command); machines where that could differ from the loader's probe (accelerator
+    plugins, macOS, torch < 2.7) take the full path. A test checks that both paths agree.
+    """
+    name = None if "torch" in sys.modules else _detect_from_version_file()
+    return Environment.parse(name or _detect_with_torch())
+
+
+def _platform() -> tuple[str, str]:
+    cpu = platform.machine()
+    system = platform.system().lower()
+    if system == "darwin":
+        cpu = "aarch64" if cpu == "arm64" else cpu
+    elif system == "windows":
+        cpu = "x86_64" if cpu == "AMD64" else cpu
+    return cpu, system
+
+
+def _detect_with_torch() -> str:
     try:
         import torch
     except ImportError as err:
@@ -150,17 +173,45 @@ def detect() -> Environment:
     from kernels.backends import _backend
 
     version = Version(torch.__version__.split("+")[0])
-    cpu = platform.machine()
-    system = platform.system().lower()
-    if system == "darwin":
-        cpu = "aarch64" if cpu == "arm64" else cpu
-    elif system == "windows":
-        cpu = "x86_64" if cpu == "AMD64" else cpu
+    cpu, system = _platform()
     abi = ""
     if system == "linux":
         abi = "-cxx11" if torch.compiled_with_cxx11_abi() else "-cxx98"
-    name = f"torch{version.major}{version.minor}{abi}-{_backend().variant_str}-{cpu}-{system}"
-    return Environment.parse(name)
+    return f"torch{version.major}{version.minor}{abi}-{_backend().variant_str}-{cpu}-{system}"
+
+
+_PLUGINS = ("torch_neuronx", "torch_tpu", "torch_npu", "torch_xla")
+
+
+def _detect_from_version_file() -> str | None:
+    """The environment from ``torch/version.py`` alone (Linux, torch >= 2.7, no accelerator plugin), else None."""
+    cpu, system = _platform()
+    spec = importlib.util.find_spec("torch")
+    if system != "linux" or spec is None or not spec.submodule_search_locations:
+        return None
+    if any(importlib.util.find_spec(plugin) is not None for plugin in _PLUGINS):
+        return None
+    facts: dict[str, Any] = {}
+    try:
+        source = Path(next(iter(spec.submodule_search_locations)), "version.py").read_text()
+        exec(compile(source, "torch/version.py", "exec"), facts)  # a file of constants
+        version = Version(str(facts["__version__"]).split("+")[0])
+    except (OSError, KeyError, SyntaxError, InvalidVersion):
+        return None
+    if version < Version("2.7"):
+        return None  # older torch builds shipped both C++ ABIs: ask torch itself
+    from kernels.backends import CPU, CUDA, XPU, ROCm
+
+    if facts.get("cuda"):
+        backend: Any = CUDA(version=Version(facts["cuda"]))
+    elif facts.get("hip"):
+        backend = ROCm(version=Version(facts["hip"].split("-")[0]))
+    elif facts.get("xpu"):
+        xpu = facts["xpu"]
+        backend = XPU(version=Version(f"{xpu[0:4]}.{xpu[5:6]}"))
+    else:
+        backend = CPU()
+    return f"torch{version.major}{version.minor}-cxx11-{backend.variant_str}-{cpu}-{system}"
 
 
 # -- `when` conditions -------------------------------------------------------------------------------------

@@ -192,3 +192,19 @@ def test_when_conditions() -> None:
     for bad in ["cuda = 12.8", "gpu == 1", "os >= linux", "cuda == twelve", ""]:
         with pytest.raises(SpecError):
             Condition.parse(bad)
+
+
+def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
+    """The CLI reads torch/version.py instead of importing torch; both paths must name the same environment."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from kernlock.environment import _detect_from_version_file, _detect_with_torch\n"
+        "fast = _detect_from_version_file()\n"
+        "assert 'torch' not in sys.modules, 'the fast path imported torch'\n"
+        "print(fast, _detect_with_torch())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == out[1] == str(detect())

@@ -1,0 +1,88 @@
+"""The docs stay true: the CLI reference is generated from the code, every command and flag the docs show exists,
+and every TOML, lock and Python block parses."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import tomllib
+
+from kernlock import lockfile, project
+from kernlock.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def blocks(language: str) -> list[tuple[Path, str]]:
+    found = []
+    for path in DOCS:
+        for match in re.finditer(rf"```{language}\n(.*?)```", path.read_text(), re.S):
+            found.append((path, match.group(1)))
+    return found
+
+
+def kernlock_invocations() -> list[tuple[Path, list[str]]]:
+    calls = []
+    for path, block in blocks("console"):
+        for line in block.splitlines():
+            if not line.startswith("$ "):
+                continue
+            words = shlex.split(line[2:], comments=True)
+            while words and re.match(r"^[A-Z_]+=", words[0]):
+                words.pop(0)  # VAR=value prefixes
+            if words and words[0] == "kernlock":
+                calls.append((path, words[1:]))
+    return calls
+
+
+def test_cli_reference_is_generated_from_the_code() -> None:
+    from cli_reference import DOC, render
+
+    assert DOC.read_text() == render(), "docs/cli.md is out of date: run `python scripts/cli_reference.py`"
+
+
+def test_every_documented_command_and_flag_exists() -> None:
+    calls = kernlock_invocations()
+    assert len(calls) >= 20
+    used = set()
+    for path, words in calls:
+        command = main.commands.get(words[0])
+        assert command is not None, f"{path.name}: kernlock {words[0]} is not a command"
+        used.add(words[0])
+        options = {opt for param in command.params if isinstance(param, click.Option) for opt in param.opts}
+        args = words[1 : words.index("--")] if "--" in words else words[1:]
+        for word in args:
+            if word.startswith("-"):
+                assert word.split("=")[0] in options, f"{path.name}: `kernlock {' '.join(words)}`: no {word}"
+    assert used == set(main.commands), f"commands never shown in the docs: {set(main.commands) - used}"
+
+
+def test_toml_blocks_parse_and_kernlock_tables_validate(tmp_path: Path) -> None:
+    tables = 0
+    for path, block in blocks("toml"):
+        data = tomllib.loads(block)
+        if "lock-version" in data:
+            lock = lockfile.loads(block, str(path))
+            assert lock.kernels
+        elif "tool" in data and "kernlock" in data["tool"]:
+            (tmp_path / "pyproject.toml").write_text(block)
+            assert project.load(tmp_path).requirements, path
+            tables += 1
+    assert tables >= 3
+
+
+@pytest.mark.parametrize(("path", "block"), blocks("python"), ids=lambda v: getattr(v, "name", "block"))
+def test_python_blocks_compile(path: Path, block: str) -> None:
+    compile(block, str(path), "exec")
+
+
+def test_readme_links_exist() -> None:
+    for target in re.findall(r"\]\(((?:docs/)?[\w./-]+\.md)\)", (ROOT / "README.md").read_text()):
+        assert (ROOT / target).exists(), target
