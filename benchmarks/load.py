@@ -25,13 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import free_port, in_scratch_folder
 
 CHILD = r"""
 import json, sys, time
@@ -65,12 +64,6 @@ print(elapsed, any(name in sys.modules for name in ("torch", "transformers", "ke
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--kernels", type=int, default=10, help="kernels loaded per process (default 10)")
@@ -81,15 +74,11 @@ def _args() -> argparse.Namespace:
 
 def main() -> int:
     args = _args()
-    work = Path(tempfile.mkdtemp(prefix="kernlock-bench-load-"))
-    try:
-        return _run(args, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return in_scratch_folder("kernlock-bench-load-", lambda work: _run(args, work))
 
 
 def _run(args: argparse.Namespace, work: Path) -> int:
-    port = _free_port()
+    port = free_port()
     # huggingface_hub and kernels read these at import: set them before anything imports them.
     os.environ.update(
         {

@@ -18,19 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from _common import free_port, in_scratch_folder
 
 
 def _args() -> argparse.Namespace:
@@ -43,15 +36,11 @@ def _args() -> argparse.Namespace:
 
 def main() -> int:
     args = _args()
-    work = Path(tempfile.mkdtemp(prefix="kernlock-bench-sync-"))
-    try:
-        return _run(args, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return in_scratch_folder("kernlock-bench-sync-", lambda work: _run(args, work))
 
 
 def _run(args: argparse.Namespace, work: Path) -> int:
-    port = _free_port()
+    port = free_port()
     # huggingface_hub and kernels read these at import: set them before anything imports them.
     os.environ.update(
         {

@@ -7,25 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import SCRUBBED
 
 from kernlock.testing import Catalog, HubServer, build_catalog
-
-# Variables that change what huggingface_hub/kernels do and must come from the test alone.
-_SCRUBBED = (
-    "HF_HUB_OFFLINE",
-    "HF_TOKEN",
-    "HF_HUB_CACHE",
-    "HF_HOME",
-    "KERNELS_CACHE",
-    "KERNLOCK_CACHE",
-    "KERNLOCK_LOCKFILE",
-    "KERNLOCK_MODE",
-    "KERNLOCK_VERIFY",
-    "LOCAL_KERNELS",
-    "HF_HUB_DISABLE_TELEMETRY",
-    "DO_NOT_TRACK",
-    "DISABLE_TELEMETRY",
-)
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +36,7 @@ def hub(hub_server: HubServer) -> Iterator[HubServer]:
 @pytest.fixture
 def user_env(tmp_path: Path, hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A user's environment pointed at the local Hub with fresh caches; also applied to this process."""
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(hub.env())
     env.update(
         {
@@ -61,7 +45,7 @@ def user_env(tmp_path: Path, hub: HubServer, monkeypatch: pytest.MonkeyPatch) ->
             "KERNLOCK_CACHE": str(tmp_path / "kernlock-cache"),
         }
     )
-    for key in _SCRUBBED:
+    for key in SCRUBBED:
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -7,6 +7,22 @@ import sys
 from pathlib import Path
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
+# Variables that change what huggingface_hub/kernels do and must come from the test alone.
+SCRUBBED = (
+    "HF_HUB_OFFLINE",
+    "HF_TOKEN",
+    "HF_HUB_CACHE",
+    "HF_HOME",
+    "KERNELS_CACHE",
+    "KERNLOCK_CACHE",
+    "KERNLOCK_LOCKFILE",
+    "KERNLOCK_MODE",
+    "KERNLOCK_VERIFY",
+    "LOCAL_KERNELS",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "DO_NOT_TRACK",
+    "DISABLE_TELEMETRY",
+)
 
 
 def write_pyproject(project: Path, kernels: str, environments: list[str] | None = None, head: str = "") -> Path:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import SCRUBBED
 
 from kernlock.testing import HubServer
 from kernlock.testing.fixtures import (
@@ -58,17 +59,6 @@ EXPECTED_CPU_PICK = {
     "kernels-community/rotary": {"v1": CPU_VARIANT, "v2": None},
 }
 _LFS_RE = re.compile(rb"version https://git-lfs\.github\.com/spec/v1\noid sha256:([0-9a-f]{64})\nsize (\d+)\n")
-_SCRUBBED = (
-    "HF_HUB_OFFLINE",
-    "HF_TOKEN",
-    "HF_HOME",
-    "HF_HUB_CACHE",
-    "KERNELS_CACHE",
-    "LOCAL_KERNELS",
-    "HF_HUB_DISABLE_TELEMETRY",
-    "DO_NOT_TRACK",
-    "DISABLE_TELEMETRY",
-)
 
 
 def git(repo: KernelRepo | Path, *args: str) -> str:
@@ -506,7 +496,7 @@ def test_benchmark_catalog_is_fast(tmp_path: Path) -> None:
 
 
 def client_env(server: HubServer, cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(server.env())
     env.update(
         HF_HUB_CACHE=str(cache), KERNELS_CACHE=str(cache), HF_HOME=str(cache / "home"), HF_HUB_DISABLE_PROGRESS_BARS="1"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, run_cli, write_pyproject
+from helpers import CPU_ENV, SCRUBBED, run_cli, write_pyproject
 
 from kernlock import lockfile, sync
 from kernlock.hooks_kernels import satisfies
@@ -43,21 +43,6 @@ REQUIREMENTS = f"""\
 "{PAGED}" = "v2"
 "{FP8}" = "v1"
 """
-_SCRUBBED = (
-    "HF_HUB_OFFLINE",
-    "HF_TOKEN",
-    "HF_HUB_CACHE",
-    "HF_HOME",
-    "KERNELS_CACHE",
-    "KERNLOCK_CACHE",
-    "KERNLOCK_LOCKFILE",
-    "KERNLOCK_MODE",
-    "KERNLOCK_VERIFY",
-    "LOCAL_KERNELS",
-    "HF_HUB_DISABLE_TELEMETRY",
-    "DO_NOT_TRACK",
-    "DISABLE_TELEMETRY",
-)
 
 # -- what every child process runs ----------------------------------------------------------------------------
 
@@ -178,7 +163,7 @@ class Runtime:
 
 
 def _user_env(base: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(
         {
             "HF_HOME": str(base / "hf-home"),
