@@ -222,6 +222,14 @@ def sync(
     return replace(report, relocked=result.reason if result.written else None)
 
 
+def sync_after_add(root: Path, hub: Hub | None = None) -> syncing.SyncReport | None:
+    """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
+    lock = read_lock(projects.load(root))
+    if str(detect()) not in lock.environments:
+        return None
+    return sync(root, frozen=True, hub=hub)
+
+
 def verify(root: Path, all_environments: bool = False) -> syncing.VerifyResult:
     """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
     locked variant) must be present. Returns the problems; empty means intact."""

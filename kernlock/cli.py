@@ -62,7 +62,14 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path) -
         click.echo(f'added {repo} = "{rev}"')
     _print_lock(result.lock)
     if not no_sync:
-        _print_sync(api.sync(project_dir))
+        report = api.sync_after_add(project_dir)
+        if report is None:
+            click.echo(
+                "not synced: this machine is not one of the lock's environments "
+                "(`kernlock sync --all-environments` fills a cache for all of them)"
+            )
+        else:
+            _print_sync(report)
 
 
 @main.command()

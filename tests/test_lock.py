@@ -409,3 +409,14 @@ def test_add_in_a_directory_without_pyproject_creates_it(
     api.add(project, [f"{catalog.activation}@v1"], hub=fresh_hub(hub))
     assert (project / "pyproject.toml").read_text() == (f'[tool.kernlock.kernels]\n"{catalog.activation}" = "v1"\n')
     assert read(project).environments == (CPU_ENV,)
+
+
+def test_add_on_a_machine_outside_the_environments_locks_and_skips_sync(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path
+):
+    write_pyproject(project, "", environments=[CU129_212])
+    result = CliRunner().invoke(main, ["add", f"{catalog.activation}@v2", "--project", str(project)])
+    assert result.exit_code == 0, result.output
+    assert "not synced: this machine is not one of the lock's environments" in result.output
+    assert read(project).environments == (CU129_212,)
+    assert not any("/resolve/" in r.path and not r.path.endswith("metadata.json") for r in hub.log.snapshot())

@@ -1,0 +1,33 @@
+"""The transformers/kernels version gate: a pair that silently turns Hub kernels off is reported."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from kernlock.cli import main
+from kernlock.compat import Gate, installed, transformers_gate
+from kernlock.environment import detect
+
+
+def test_gate_reads_the_range_from_the_installed_transformers() -> None:
+    gate = transformers_gate()
+    assert gate is not None
+    assert (gate.transformers, gate.kernels) == (installed("transformers"), installed("kernels"))
+    # transformers 5.22 declares KERNELS_MIN_VERSION / KERNELS_MAX_VERSION in utils/import_utils.py
+    assert (gate.minimum, gate.maximum) == ("0.17.2", "0.18.0")
+    assert gate.ok
+
+
+def test_a_mismatched_pair_is_reported_with_the_fix() -> None:
+    off = Gate(transformers="5.24.0", kernels="0.17.2", minimum="0.18.2", maximum="0.19.0")
+    assert not off.ok
+    assert "silently OFF" in off.message()
+    assert "pip install 'transformers==5.22.2' 'kernels==0.17.2'" in off.message()
+    assert not Gate("5.22.2", None, "0.17.2", "0.18.0").ok
+
+
+def test_env_command_shows_the_gate(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["env", "--project", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"environment: {detect()}\n")
+    assert "ok: transformers 5.22.2 uses kernels 0.17.2" in result.output
