@@ -50,6 +50,11 @@ def lock(root: Path, upgrade: Upgrade | None = None, check: bool = False, hub: H
 
 
 def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None) -> LockResult:
+    if not project.pyproject.exists():
+        raise ProjectError(
+            f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
+            "project folder."
+        )
     for name in upgrade.kernels:
         if name not in project.requirements:
             raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")

@@ -19,7 +19,7 @@ from kernlock.resolver import Upgrade
 project_option = click.option(
     "--project",
     "project_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
     help="Project directory (holds pyproject.toml and kernels.lock).",
@@ -34,12 +34,19 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except KernlockError as err:
-            if click.get_current_context().find_root().params.get("verbose"):
-                traceback.print_exc()
-            click.secho(f"error: {err}", fg="red", err=True)
-            sys.exit(err.exit_code)
+            _fail(str(err))
+        except OSError as err:  # the local disk: a read-only project, a full cache...
+            where = f" ({err.filename})" if err.filename else ""
+            _fail(f"{err.strerror or err}{where}; check the folder's permissions and free space.")
 
     return wrapper
+
+
+def _fail(message: str) -> None:
+    if click.get_current_context().find_root().params.get("verbose"):
+        traceback.print_exc()
+    click.secho(f"error: {message}", fg="red", err=True)
+    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

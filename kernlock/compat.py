@@ -10,6 +10,10 @@ from pathlib import Path
 
 from packaging.version import Version
 
+SUPPORTED_KERNELS = "kernels 0.17.2 (>=0.17.2,<0.18)"
+INSTALL_KERNELS = "`pip install 'kernels==0.17.2'`"
+SUPPORTED_TRANSFORMERS = "transformers 5.20 - 5.22 (tested: 5.22.2)"
+INSTALL_PAIR = "`pip install 'transformers==5.22.2' 'kernels==0.17.2'`"
 SUPPORTED = {
     "kernels": "0.17.2",
     "transformers": "5.20 - 5.22 (tested: 5.22.2)",
@@ -47,7 +51,7 @@ class Gate:
         return (
             f"transformers {self.transformers} only uses kernels >={self.minimum},<{self.maximum}, but {found} is "
             "installed: every Hub kernel path in transformers is silently OFF. Install a matching pair, e.g. "
-            "`pip install 'transformers==5.22.2' 'kernels==0.17.2'`."
+            f"{INSTALL_PAIR}."
         )
 
 

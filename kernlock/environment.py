@@ -21,9 +21,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from kernlock.compat import INSTALL_KERNELS, SUPPORTED_KERNELS
 from kernlock.errors import EnvironmentStringError, KernlockError, SpecError
 
-SUPPORTED_KERNELS = "kernels >=0.17.2,<0.18"
 # Metal builds need macOS 26; an environment string has no macOS version, so a Metal environment is taken
 # to be a machine that can run the Metal builds it names.
 _METAL_MACOS = Version("26.0")
@@ -34,13 +34,13 @@ def _loader() -> Any:
     try:
         from kernels import backends, variants
     except ImportError as err:  # pragma: no cover - kernels is a hard dependency
-        raise KernlockError(f"kernlock needs the `kernels` package ({SUPPORTED_KERNELS}): {err}") from err
+        raise KernlockError(f"kernlock needs {SUPPORTED_KERNELS}: {err}; run {INSTALL_KERNELS}.") from err
     needed = ("parse_variant", "_resolve_variant_for_system", "ArchVariant", "Torch")
     missing = [name for name in needed if not hasattr(variants, name)]
     if missing or not hasattr(backends, "parse_backend"):
         raise KernlockError(
             f"this version of `kernels` lacks {', '.join(missing) or 'parse_backend'}; "
-            f"kernlock supports {SUPPORTED_KERNELS}: run `pip install 'kernels==0.17.2'`."
+            f"kernlock supports {SUPPORTED_KERNELS}: run {INSTALL_KERNELS}."
         )
     return variants
 

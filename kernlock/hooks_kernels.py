@@ -25,12 +25,12 @@ from types import ModuleType
 from typing import Any
 
 from kernlock import runtime
+from kernlock.compat import INSTALL_KERNELS, SUPPORTED_KERNELS
 from kernlock.errors import ActivationError, HubError, NotSyncedError
 from kernlock.lockfile import Lock, LockedKernel, LockedVariant
 
 logger = logging.getLogger("kernlock")
 
-SUPPORTED = "kernels 0.17.2 (>=0.17.2,<0.18)"
 _RESOLVERS = ("HubResolver", "HubCacheResolver", "LockedHubResolver", "LockedHubCacheResolver")
 _MARK = "__kernlock_hook__"
 _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retries connection errors)
@@ -72,7 +72,7 @@ def install(kernels: ModuleType) -> None:
         version = getattr(kernels, "__version__", "?")
         raise ActivationError(
             f"kernlock cannot hook kernels {version}: it lacks {', '.join(missing)}. kernlock supports "
-            f"{SUPPORTED}; install it with `pip install 'kernels==0.17.2'`."
+            f"{SUPPORTED_KERNELS}; install it with {INSTALL_KERNELS}."
         )
     from kernels import _versions, resolver
     from kernels.layer import func, layer

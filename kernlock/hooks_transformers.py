@@ -16,11 +16,11 @@ import logging
 from types import ModuleType
 from typing import Any
 
+from kernlock.compat import INSTALL_PAIR, SUPPORTED_TRANSFORMERS
 from kernlock.errors import ActivationError, KernlockError
 
 logger = logging.getLogger("kernlock")
 
-SUPPORTED = "transformers 5.20 - 5.22 (tested: 5.22.2)"
 _METHOD = "_check_and_adjust_attn_implementation"
 _MARK = "__kernlock_hook__"
 
@@ -34,7 +34,7 @@ def install(modeling_utils: ModuleType) -> None:
 
         raise ActivationError(
             f"kernlock cannot hook transformers {transformers.__version__}: it lacks PreTrainedModel.{_METHOD}. "
-            f"kernlock supports {SUPPORTED}; install it with `pip install 'transformers==5.22.2'`."
+            f"kernlock supports {SUPPORTED_TRANSFORMERS}; install a supported pair with {INSTALL_PAIR}."
         )
     if not getattr(method, _MARK, False):
         setattr(model, _METHOD, surface_kernlock_errors(method))

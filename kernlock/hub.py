@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, constants, get_session, hf_hub_url
@@ -33,6 +33,7 @@ from huggingface_hub.utils import hf_raise_for_status
 from kernlock import __version__
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import HubError, NotFoundError
+from kernlock.lockfile import LockedFile
 
 T = TypeVar("T")
 REPO_TYPE = "kernel"
@@ -46,15 +47,6 @@ def cache_root() -> Path:
         return Path(os.environ["KERNLOCK_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "kernlock"
-
-
-@dataclass(frozen=True)
-class TreeFile:
-    """A file of a build variant: path relative to the variant folder, size, content hash as locked."""
-
-    path: str
-    size: int
-    hash: str
 
 
 @dataclass(frozen=True)
@@ -91,7 +83,7 @@ class Hub:
         self.backoff = backoff
         self._trust: dict[str, bool] = {}
         self._refs: dict[str, Refs] = {}
-        self._org_locks: dict[str, threading.Lock] = {}
+        self._key_locks: dict[tuple[int, str], threading.Lock] = {}
         self._lock = threading.Lock()
 
     # -- mutable answers (never cached across runs) --
@@ -99,30 +91,27 @@ class Hub:
     def refs(self, repo: str) -> Refs:
         """Branches and tags of ``repo``: one request, remembered for the life of this Hub object, so that one
         command sees one consistent state of the repo."""
-        with self._lock:
-            if repo in self._refs:
-                return self._refs[repo]
-        answer = self._call(repo, lambda: self.api.list_repo_refs(repo, repo_type=REPO_TYPE))
-        refs = Refs(
-            {b.name: b.target_commit for b in answer.branches},
-            {t.name: t.target_commit for t in answer.tags},
-        )
-        with self._lock:
-            self._refs[repo] = refs
-        return refs
+
+        def fetch() -> Refs:
+            answer = self._call(repo, lambda: self.api.list_repo_refs(repo, repo_type=REPO_TYPE))
+            return Refs(
+                {b.name: b.target_commit for b in answer.branches},
+                {t.name: t.target_commit for t in answer.tags},
+            )
+
+        return self._once(self._refs, repo, fetch)
 
     def is_trusted(self, org: str) -> bool:
         """Whether the Hub marks ``org`` as a trusted kernel publisher (asked once per org and process)."""
-        with self._lock:
-            org_lock = self._org_locks.setdefault(org, threading.Lock())
-        with org_lock:
-            if org not in self._trust:
-                try:
-                    info = self._call(org, lambda: self.api.get_organization_overview(org))
-                    self._trust[org] = bool(getattr(info, "trustedKernelPublisher", False))
-                except NotFoundError:
-                    self._trust[org] = False
-            return self._trust[org]
+
+        def fetch() -> bool:
+            try:
+                info = self._call(org, lambda: self.api.get_organization_overview(org))
+            except NotFoundError:
+                return False
+            return bool(getattr(info, "trustedKernelPublisher", False))
+
+        return self._once(self._trust, org, fetch)
 
     def commits(self, repo: str, branch: str) -> list[str]:
         """Commit ids reachable from ``branch``, newest first."""
@@ -162,7 +151,7 @@ class Hub:
 
     # -- immutable answers (cached on disk by commit) --
 
-    def build_tree(self, repo: str, commit: str) -> dict[str, tuple[TreeFile, ...]]:
+    def build_tree(self, repo: str, commit: str) -> dict[str, tuple[LockedFile, ...]]:
         """Variant name -> its files at ``commit``, from one recursive listing of ``build/``."""
         path = self._cache_path(repo, commit, "build-tree.json")
         if path.exists():
@@ -170,7 +159,7 @@ class Hub:
         else:
             data = self._call(repo, lambda: self._list_build(repo, commit))
             write_bytes_atomic(path, json.dumps(data, sort_keys=True).encode())
-        return {name: tuple(TreeFile(*f) for f in files) for name, files in data.items()}
+        return {name: tuple(LockedFile(*f) for f in files) for name, files in data.items()}
 
     def _list_build(self, repo: str, commit: str) -> dict[str, list[list]]:
         variants: dict[str, list[list]] = {}
@@ -258,6 +247,11 @@ class Hub:
                 status = err.response.status_code if err.response is not None else 0
                 if status == 404:
                     raise NotFoundError(f"{what} was not found on {self.endpoint}.") from err
+                if status in (401, 403):
+                    raise HubError(
+                        f"the Hub at {self.endpoint} refused access to {what} (HTTP {status}); check HF_TOKEN "
+                        "(`hf auth login`) and that it may read this repo."
+                    ) from err
                 if status not in RETRY_STATUSES or attempt == self.retries:
                     raise HubError(
                         f"the Hub at {self.endpoint} answered HTTP {status} for {what} after "
@@ -271,6 +265,8 @@ class Hub:
                     "or `kernlock sync` before going offline."
                 ) from err
             except (httpx2.TransportError, OSError) as err:
+                if not _network_fault(err):
+                    raise  # a local filesystem error (disk full, permissions): the caller names the folder
                 if attempt == self.retries:
                     raise HubError(
                         f"cannot reach the Hub at {self.endpoint} ({type(err).__name__}: {err}); check the "
@@ -279,9 +275,26 @@ class Hub:
                 self._sleep(attempt, None)
         raise AssertionError("unreachable")
 
+    def _once(self, table: dict[str, Any], key: str, fetch: Callable[[], Any]) -> Any:
+        """``table[key]``, fetched once per Hub object even when threads ask for it at the same time."""
+        with self._lock:
+            key_lock = self._key_locks.setdefault((id(table), key), threading.Lock())
+        with key_lock:
+            if key not in table:
+                table[key] = fetch()
+            return table[key]
+
     def _sleep(self, attempt: int, response: httpx2.Response | None) -> None:
         delay = self.backoff * (2**attempt)
         if response is not None and response.headers.get("Retry-After"):
             with contextlib.suppress(ValueError):
                 delay = float(response.headers["Retry-After"])
         time.sleep(min(delay, 30.0))
+
+
+def _network_fault(err: BaseException) -> bool:
+    """A fault of the connection (worth a retry), not of the local disk: huggingface_hub reports a truncated
+    download as a plain OSError without errno, while a full disk or a permission problem carries one."""
+    if isinstance(err, (httpx2.TransportError, ConnectionError, TimeoutError)):
+        return True
+    return isinstance(err, OSError) and err.errno is None

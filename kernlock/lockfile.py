@@ -185,9 +185,11 @@ def read(path: Path) -> Lock:
     """Read and strictly validate a lock file; LockError names the line of a malformed entry."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
         raise LockError(f"no {LOCK_NAME} at {path}; run `kernlock lock` to create it.") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise LockError(f"cannot read {path} ({err}); regenerate it with `kernlock lock`.") from err
     return loads(text, str(path))
 
 

@@ -19,6 +19,7 @@ import tomlkit.exceptions
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Condition, Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
+from kernlock.lockfile import LOCK_NAME
 
 PYPROJECT = "pyproject.toml"
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -99,7 +100,7 @@ class Project:
 
     @property
     def lockfile(self) -> Path:
-        return self.root / "kernels.lock"
+        return self.root / LOCK_NAME
 
     def requires_hash(self) -> str:
         """Digest of the normalized [tool.kernlock] table: the lock is stale when it changes."""
@@ -137,9 +138,13 @@ def load(root: Path | str) -> Project:
 
 def _read(path: Path) -> tomlkit.TOMLDocument:
     try:
-        return tomlkit.parse(path.read_text())
+        return tomlkit.parse(path.read_text(encoding="utf-8"))
     except tomlkit.exceptions.ParseError as err:
         raise ProjectError(f"{path}: not valid TOML ({err}); fix the file and run the command again.") from err
+    except UnicodeDecodeError as err:
+        raise ProjectError(f"{path} is not UTF-8 text ({err}); save it as UTF-8 and run the command again.") from err
+    except OSError as err:
+        raise ProjectError(f"cannot read {path}: {err.strerror or err}.") from err
 
 
 def _kernlock_table(doc: tomlkit.TOMLDocument) -> Any:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError
-from kernlock.hub import Hub, TreeFile
+from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, normalized
 from kernlock.project import Project
 
@@ -31,7 +31,6 @@ class _Task:
     environments: set[Environment]
     trusted_by_user: bool = False
     required_by: set[str] = field(default_factory=set)
-    direct: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,10 @@ def resolve(
     for req in project.requirements.values():
         for env in environments:
             pin = req.pin_for(env)
-            task = tasks.setdefault((req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust, direct=True))
+            task = tasks.setdefault((req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust))
             task.environments.add(env)
-    trusted_orgs = {req.repo: req.trust for req in project.requirements.values()}
+    direct = set(tasks)
+    trusted = {req.repo: req.trust for req in project.requirements.values()}
 
     entries: dict[tuple[str, str], LockedKernel] = {}
     pending = list(tasks.values())
@@ -72,18 +72,20 @@ def resolve(
             deps: dict[tuple[str, str], _Task] = {}
             for task, (_, needed) in zip(pending, results, strict=True):
                 for dep in needed:
-                    dep.trusted_by_user = trusted_orgs.get(task.repo, task.trusted_by_user)
+                    # trusted by hand: as a requirement of its own, or through the kernel that needs it
+                    dep.trusted_by_user = trusted.get(dep.repo, False) or task.trusted_by_user
                     key = (dep.repo, dep.rev)
                     known = entries.get(key)
                     if known and set(map(str, dep.environments)) <= set(known.environments):
-                        entries[key] = _add_required_by(known, dep.required_by)
+                        if key not in direct:  # `required-by` is only for entries the project did not ask for
+                            entries[key] = _add_required_by(known, dep.required_by)
                         continue
                     merged = deps.setdefault(key, dep)
                     if merged is not dep:
                         merged.environments |= dep.environments
                         merged.required_by |= dep.required_by
             pending = list(deps.values())
-    kernels = _check_disjoint(list(entries.values()))
+    kernels = _check_disjoint(list(entries.values()), direct)
     return normalized(Lock(project.requires_hash(), tuple(str(e) for e in environments), tuple(kernels)))
 
 
@@ -101,7 +103,8 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     try:
         tree = hub.build_tree(task.repo, commit)
     except NotFoundError as err:
-        raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} not found on the Hub ({err})") from err
+        fix = f"; move the pin with `kernlock lock --upgrade-kernel {task.repo}`" if kept is not None else ""
+        raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} is not on the Hub ({err}){fix}") from err
     chosen = {env: env.select_variant(tree) for env in task.environments}
     missing = sorted(str(env) for env, variant in chosen.items() if variant is None)
     if missing:
@@ -111,8 +114,7 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     for env, name in chosen.items():
         by_variant.setdefault(name, []).append(str(env))
     for name, envs in by_variant.items():
-        files = tuple(LockedFile(f.path, f.size, f.hash) for f in tree[name])
-        variants.append(LockedVariant(name, tuple(envs), files))
+        variants.append(LockedVariant(name, tuple(envs), tree[name]))
     entry = LockedKernel(
         task.repo,
         task.rev,
@@ -139,7 +141,7 @@ def _dependencies(
     task: _Task,
     commit: str,
     chosen: dict[Environment, str | None],
-    tree: dict[str, tuple[TreeFile, ...]],
+    tree: dict[str, tuple[LockedFile, ...]],
     hub: Hub,
 ) -> list[_Task]:
     """Kernel dependencies declared in the chosen variants' metadata.json, as tasks for their environments."""
@@ -152,22 +154,35 @@ def _dependencies(
         except (ValueError, UnicodeDecodeError) as err:
             raise ResolutionError(f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON") from err
         envs = {env for env, v in chosen.items() if v == name}
-        for dep in metadata.get("kernel-depends") or []:
-            repo = dep.get("repo-id") or dep.get("repo_id")
-            if "version" in dep and dep["version"] is not None:
-                rev = f"v{dep['version']}"
-            elif dep.get("revision"):
-                rev = str(dep["revision"])
-            else:
-                raise ResolutionError(
-                    f"{task.repo}@{commit[:12]} declares a kernel dependency without version or revision: {dep}"
-                )
+        where = f"{task.repo}@{commit[:12]} build/{name}/metadata.json"
+        for repo, rev in _declared_dependencies(metadata, where):
             sub = found.setdefault((repo, rev), _Task(repo, rev, set(), required_by={task.repo}))
             sub.environments |= envs
     return list(found.values())
 
 
-def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[TreeFile, ...]], hub: Hub) -> str:
+def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]]:
+    """``kernel-depends`` of a metadata.json as (repo, rev): ``"version": N`` -> ``vN``, else the revision."""
+    deps = metadata.get("kernel-depends") if isinstance(metadata, dict) else None
+    if not isinstance(deps, list):
+        if deps is None:
+            return []
+        raise ResolutionError(f"{where}: `kernel-depends` is not a list; report it to the kernel's publisher.")
+    found = []
+    for dep in deps:
+        repo = dep.get("repo-id") if isinstance(dep, dict) else None
+        if not isinstance(repo, str) or "/" not in repo:
+            raise ResolutionError(f"{where}: kernel dependency {dep!r} has no `repo-id` (org/name).")
+        if dep.get("version") is not None:
+            found.append((repo, f"v{dep['version']}"))
+        elif dep.get("revision"):
+            found.append((repo, str(dep["revision"])))
+        else:
+            raise ResolutionError(f"{where}: kernel dependency on {repo} has no `version` or `revision`.")
+    return found
+
+
+def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[LockedFile, ...]], hub: Hub) -> str:
     """Name the environments without a build, the versions that have one, and the variants that exist."""
     lines = [
         f"{task.repo}@{task.rev} has no build for {', '.join(missing)}.",
@@ -223,10 +238,15 @@ def _add_required_by(entry: LockedKernel, required_by: Iterable[str]) -> LockedK
     )
 
 
-def _check_disjoint(entries: list[LockedKernel]) -> list[LockedKernel]:
-    """Entries of one repo must cover disjoint environments; the same commit twice is folded together."""
+def _check_disjoint(entries: list[LockedKernel], direct: set[tuple[str, str]]) -> list[LockedKernel]:
+    """Entries of one repo must cover disjoint environments; the same commit twice is folded together (into the
+    entry the project asked for, if any)."""
+
+    def is_direct(entry: LockedKernel) -> bool:
+        return (entry.repo, entry.requested) in direct
+
     result: list[LockedKernel] = []
-    for entry in sorted(entries, key=lambda e: (not _is_direct(e), e.repo, e.requested)):
+    for entry in sorted(entries, key=lambda e: (not is_direct(e), e.repo, e.requested)):
         for i, other in enumerate(result):
             overlap = set(other.environments) & set(entry.environments)
             if other.repo != entry.repo or not overlap:
@@ -238,7 +258,8 @@ def _check_disjoint(entries: list[LockedKernel]) -> list[LockedKernel]:
                     f"{other.requested} ({other.commit[:12]}) and {entry.requested} ({entry.commit[:12]}, "
                     f"required by {who}); pin one revision in [tool.kernlock.kernels]."
                 )
-            result[i] = _add_required_by(other, entry.required_by)
+            if not is_direct(other):
+                result[i] = _add_required_by(other, entry.required_by)
             rest = set(entry.environments) - overlap
             if not rest:
                 break
@@ -246,10 +267,6 @@ def _check_disjoint(entries: list[LockedKernel]) -> list[LockedKernel]:
         else:
             result.append(entry)
     return result
-
-
-def _is_direct(entry: LockedKernel) -> bool:
-    return not entry.required_by
 
 
 def _restrict(entry: LockedKernel, envs: set[str]) -> LockedKernel:

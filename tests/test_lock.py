@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from pathlib import Path
 
@@ -420,3 +421,62 @@ def test_add_on_a_machine_outside_the_environments_locks_and_skips_sync(
     assert "not synced: this machine is not one of the lock's environments" in result.output
     assert read(project).environments == (CU129_212,)
     assert not any("/resolve/" in r.path and not r.path.endswith("metadata.json") for r in hub.log.snapshot())
+
+
+def test_a_direct_requirement_that_is_also_a_dependency_stays_direct(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n"{catalog.dependent}" = "v1"\n', environments=[CPU_ENV])
+    api.lock(project, hub=fresh_hub(hub))
+    activation = entry(read(project), catalog.activation, CPU_ENV)
+    assert activation.required_by == ()  # the project asked for it: not marked as a dependency
+    assert "required-by" not in (project / "kernels.lock").read_text()
+
+
+def test_malformed_kernel_depends_is_a_clear_error(catalog: Catalog, hub: HubServer, user_env: dict, project: Path):
+    repo_id = own_repo(catalog, {"v1": [CPU_ENV]})
+    metadata = {"name": "x", "version": 1, "backend": {"type": "cpu"}, "kernel-depends": [{"version": 1}]}
+    catalog.repo(repo_id).upload_files("v1", {f"build/{CPU_ENV}/metadata.json": json.dumps(metadata).encode()})
+    write_pyproject(project, f'"{repo_id}" = "v1"\n', environments=[CPU_ENV])
+    with pytest.raises(ResolutionError, match=r"metadata.json: kernel dependency \{'version': 1\} has no `repo-id`"):
+        api.lock(project, hub=fresh_hub(hub))
+
+
+def test_lock_outside_a_project_and_a_mistyped_project_dir(tmp_path: Path, user_env: dict):
+    with pytest.raises(ProjectError, match=r"no pyproject\.toml in"):
+        api.lock(tmp_path)
+    missing = CliRunner().invoke(main, ["lock", "--project", str(tmp_path / "typo")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert not (tmp_path / "typo").exists()
+
+
+def test_unreadable_pyproject_is_an_error_not_a_traceback(project: Path):
+    (project / "pyproject.toml").write_bytes(b"[tool.kernlock]\nname = '\xff\xfe'\n")
+    result = CliRunner().invoke(main, ["lock", "--project", str(project)])
+    assert result.exit_code == 1
+    assert "is not UTF-8 text" in result.output and "Traceback" not in result.output
+
+
+def test_writes_keep_the_file_mode(catalog: Catalog, hub: HubServer, user_env: dict, project: Path):
+    pyproject = write_pyproject(project, "", environments=[CPU_ENV])
+    pyproject.chmod(0o644)
+    api.add(project, [f"{catalog.activation}@v1"], hub=fresh_hub(hub))
+    assert pyproject.stat().st_mode & 0o777 == 0o644
+    assert (project / "kernels.lock").stat().st_mode & 0o044 == 0o044  # readable by the group and others too
+
+
+def test_a_full_disk_is_not_mistaken_for_a_network_fault(catalog: Catalog, hub: HubServer, tmp_path: Path):
+    """A write error while downloading is reported at once (no retries, no 'cannot reach the Hub')."""
+    import errno
+
+    repo = catalog.repo(catalog.activation)
+    dest = tmp_path / "blob.incomplete"
+    dest.symlink_to("/dev/full")  # every write fails with ENOSPC
+    so = next(p for p in repo.variants("v1") if p == CPU_ENV)
+    files = [f for f in fresh_hub(hub).build_tree(catalog.activation, repo.head("v1"))[so]]
+    big = next(f for f in files if f.path.endswith(".so"))
+    hub.log.clear()
+    with pytest.raises(OSError) as err:
+        fresh_hub(hub).download(catalog.activation, repo.head("v1"), f"build/{so}/{big.path}", dest, size=big.size)
+    assert err.value.errno == errno.ENOSPC
+    assert hub.log.count(method="GET", contains="/resolve/") == 1

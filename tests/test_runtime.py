@@ -598,3 +598,18 @@ def test_a_kernels_version_without_a_hooked_attribute_fails_loudly(rt: Runtime):
     line = child.error_line()
     assert child.returncode != 0 and line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
     assert "lacks kernels.resolver.HubResolver.resolve_v2" in line and "kernels==0.17.2" in line
+
+
+def test_kernlock_activate_stays_callable_after_import_kernlock_activate(tmp_path: Path) -> None:
+    """`import kernlock.activate` binds the module to `kernlock.activate`; the documented call must still work."""
+    empty = Lock("sha256:" + "0" * 64, (CPU_ENV,), ())
+    (tmp_path / "kernels.lock").write_text(lockfile.dumps(empty))
+    code = (
+        "import kernlock.activate\n"
+        "import kernlock\n"
+        "print(kernlock.activate(mode='warn').mode, kernlock.activate().mode)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["warn", "strict"]
