@@ -161,7 +161,8 @@ def dumps(lock: Lock) -> str:
             variants.append(vtable)
         table["variant"] = variants
         entries.append(table)
-    doc["kernel"] = entries
+    if lock.kernels:  # tomlkit renders an empty array of tables as `kernel = []` above the header
+        doc["kernel"] = entries
     return tomlkit.dumps(doc)
 
 
