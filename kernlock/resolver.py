@@ -90,15 +90,16 @@ def resolve(
 
 
 def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
+    org = task.repo.split("/")[0]
+    if not task.trusted_by_user and not hub.is_trusted(org):  # also for kept pins: `trust` may have been removed
+        raise ResolutionError(
+            f"{task.repo} is published by '{org}', which the Hub does not mark as a trusted kernel publisher; "
+            f"review its code, then run `kernlock add {task.repo} --trust`."
+        )
     kept = _kept(task, previous, upgrade)
     if kept is not None:
         ref, commit = kept.ref, kept.commit
     else:
-        if not task.trusted_by_user and not hub.is_trusted(task.repo.split("/")[0]):
-            raise ResolutionError(
-                f"{task.repo} is published by '{task.repo.split('/')[0]}', which the Hub does not mark as a "
-                f"trusted kernel publisher; review its code, then run `kernlock add {task.repo} --trust`."
-            )
         ref, commit = hub.resolve_revision(task.repo, task.rev)
     try:
         tree = hub.build_tree(task.repo, commit)
