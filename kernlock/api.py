@@ -8,6 +8,7 @@ from pathlib import Path
 from kernlock import lockfile
 from kernlock import project as projects
 from kernlock import sync as syncing
+from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect
 from kernlock.errors import KernlockError, LockError, ProjectError
 from kernlock.hub import Hub
@@ -78,10 +79,17 @@ def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None) -> L
         assert previous is not None
         return LockResult(previous, False, None)
     new = resolve(project, environments, hub or Hub(), previous, upgrade)
-    if previous is not None and lockfile.dumps(previous) == lockfile.dumps(new):
-        return LockResult(new, False, None)
-    lockfile.write(project.lockfile, new)
-    return LockResult(new, True, reason or "upgrade")
+    written = _write_if_changed(project, previous, new)
+    return LockResult(new, written, (reason or "upgrade") if written else None)
+
+
+def _write_if_changed(project: Project, previous: Lock | None, new: Lock) -> bool:
+    """Write ``new`` atomically unless its bytes equal ``previous``'s; True when written."""
+    text = lockfile.dumps(new)
+    if previous is not None and lockfile.dumps(previous) == text:
+        return False
+    write_text_atomic(project.lockfile, text)
+    return True
 
 
 @dataclass(frozen=True)
@@ -112,9 +120,7 @@ def add(root: Path, specs: list[str], trust: bool = False, hub: Hub | None = Non
             previous = None
     new = resolve(candidate, environments, hub, previous)
     projects.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
-    written = previous is None or lockfile.dumps(previous) != lockfile.dumps(new)
-    if written:
-        lockfile.write(project.lockfile, new)
+    written = _write_if_changed(project, previous, new)
     return AddResult(added, LockResult(new, written, "added " + ", ".join(added)))
 
 
@@ -132,8 +138,8 @@ def remove(root: Path, names: list[str], hub: Hub | None = None) -> LockResult:
     previous = read_lock(project) if project.lockfile.exists() else None
     new = resolve(candidate, target_environments(project), hub or Hub(), previous)
     projects.remove_requirements(project, names)
-    lockfile.write(project.lockfile, new)
-    return LockResult(new, True, "removed " + ", ".join(names))
+    written = _write_if_changed(project, previous, new)
+    return LockResult(new, written, "removed " + ", ".join(names))
 
 
 def env_report(root: Path) -> dict:
@@ -227,12 +233,14 @@ def sync(
     return replace(report, relocked=result.reason if result.written else None)
 
 
-def sync_after_add(root: Path, hub: Hub | None = None) -> syncing.SyncReport | None:
+def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | None:
     """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
-    lock = read_lock(projects.load(root))
-    if str(detect()) not in lock.environments:
+    from huggingface_hub import constants
+
+    environment = str(detect())
+    if environment not in lock.environments:
         return None
-    return sync(root, frozen=True, hub=hub)
+    return syncing.sync(lock, [environment], hub=hub, offline=constants.HF_HUB_OFFLINE)
 
 
 def verify(root: Path, all_environments: bool = False) -> syncing.VerifyResult:

@@ -69,7 +69,7 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path) -
         click.echo(f'added {repo} = "{rev}"')
     _print_lock(result.lock)
     if not no_sync:
-        report = api.sync_after_add(project_dir)
+        report = api.sync_after_add(result.lock.lock)
         if report is None:
             click.echo(
                 "not synced: this machine is not one of the lock's environments "
