@@ -1,9 +1,10 @@
 """Environments: the machine a lock targets, written in the Hub's build-variant grammar.
 
 An environment string such as ``torch213-cxx11-cpu-x86_64-linux`` describes a machine (torch 2.13, C++11 ABI,
-no accelerator, x86_64 Linux). Which build variant such a machine loads is decided by the kernels loader's own
-rule (``kernels.variants._resolve_variant_for_system``), called here with the environment's facts instead of
-this machine's, so that a lock made anywhere picks what the loader picks on the target.
+no accelerator, x86_64 Linux). Which build variant such a machine loads is decided by kernlock's own, versioned
+copy of the kernels loader's rule (:mod:`kernlock.variants`, ``RULE``), called with the environment's facts
+instead of this machine's, so that a lock made anywhere picks what the loader picks on the target. Nothing here
+imports ``kernels`` except the probe of a machine whose torch is already imported.
 """
 
 from __future__ import annotations
@@ -21,28 +22,74 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from kernlock.compat import INSTALL_KERNELS, SUPPORTED_KERNELS
+from kernlock import variants
 from kernlock.errors import EnvironmentStringError, KernlockError, SpecError
 
 # Metal builds need macOS 26; an environment string has no macOS version, so a Metal environment is taken
 # to be a machine that can run the Metal builds it names.
-_METAL_MACOS = Version("26.0")
+_METAL_MACOS = variants.METAL_MIN_MACOS
+
+_GRAMMAR = (
+    "expected torch{M}{m}[-cxx11|-cxx98]-{backend}-{cpu}-{os}, e.g. torch213-cxx11-cpu-x86_64-linux or "
+    "torch211-cxx11-cu128-x86_64-linux (run `kernlock env` to print this machine's)"
+)
 
 
-def _loader() -> Any:
-    """The kernels loader's variant module, checked for the private functions kernlock relies on."""
+def _with_abi_rule(name: str) -> str:
+    """``name`` (a Torch arch variant) with the ABI tag an environment of its OS needs: cxx11 on Linux
+    when missing, none elsewhere."""
+    parsed = variants.parse_variant(name)
+    assert isinstance(parsed, variants.ArchVariant) and isinstance(parsed.framework, variants.Torch)
+    framework = parsed.framework
+    if parsed.os == "linux" and framework.cxx11_abi is None:
+        framework = variants.Torch(framework.version, True)
+    elif parsed.os != "linux" and framework.cxx11_abi is not None:
+        framework = variants.Torch(framework.version, None)
+    return variants.ArchVariant(framework, parsed.backend, parsed.cpu, parsed.os).variant_str
+
+
+def _suggest_environment(text: str) -> str | None:
+    """A valid environment string close to ``text``, or None."""
+    suggestion = variants.suggest_variant_name(text)
+    if suggestion is None:
+        return None
+    parsed = variants.parse_variant(suggestion)
+    if not (isinstance(parsed, variants.ArchVariant) and isinstance(parsed.framework, variants.Torch)):
+        return None
+    suggestion = _with_abi_rule(suggestion)
+    return suggestion if suggestion != text else None
+
+
+def _not_an_environment(text: str, reason: str, hint: str | None = None) -> EnvironmentStringError:
+    suggestion = _suggest_environment(text)
+    if suggestion:
+        return EnvironmentStringError(f"'{text}' is not an environment string: {reason}; did you mean '{suggestion}'?")
+    detail = f" ({hint})" if hint else ""
+    return EnvironmentStringError(f"'{text}' is not an environment string: {reason}{detail}; {_GRAMMAR}.")
+
+
+def _parse_environment(text: str) -> variants.ArchVariant:
     try:
-        from kernels import backends, variants
-    except ImportError as err:  # pragma: no cover - kernels is a hard dependency
-        raise KernlockError(f"kernlock needs {SUPPORTED_KERNELS}: {err}; run {INSTALL_KERNELS}.") from err
-    needed = ("parse_variant", "_resolve_variant_for_system", "ArchVariant", "Torch")
-    missing = [name for name in needed if not hasattr(variants, name)]
-    if missing or not hasattr(backends, "parse_backend"):
-        raise KernlockError(
-            f"this version of `kernels` lacks {', '.join(missing) or 'parse_backend'}; "
-            f"kernlock supports {SUPPORTED_KERNELS}: run {INSTALL_KERNELS}."
+        parsed = variants.parse_variant(text)
+    except variants.VariantNameError as err:
+        raise _not_an_environment(text, err.reason, err.hint) from None
+    if isinstance(parsed, variants.NoarchVariant):
+        raise _not_an_environment(text, "a noarch build name, not a machine")
+    if isinstance(parsed.framework, variants.TorchStableAbi):
+        raise _not_an_environment(text, "a stable-ABI build name, not a machine (a machine has a torch version)")
+    if isinstance(parsed.framework, variants.TvmFfi):
+        raise _not_an_environment(text, "a tvm-ffi build name, not a machine (a machine has a torch version)")
+    if parsed.os == "linux" and parsed.framework.cxx11_abi is None:
+        raise EnvironmentStringError(
+            f"'{text}' names a Linux machine without its C++ ABI; write "
+            f"'{text.replace('-', '-cxx11-', 1)}' (torch's default) or the -cxx98 form."
         )
-    return variants
+    if parsed.os != "linux" and parsed.framework.cxx11_abi is not None:
+        raise EnvironmentStringError(
+            f"'{text}' gives a {parsed.os} machine a C++ ABI tag, which only Linux machines have; "
+            f"did you mean '{_with_abi_rule(text)}'?"
+        )
+    return parsed
 
 
 @dataclass(frozen=True, order=True)
@@ -53,79 +100,69 @@ class Environment:
 
     @classmethod
     def parse(cls, text: str) -> Environment:
-        """Parse an environment string; raise EnvironmentStringError naming the grammar on bad input."""
+        """Parse an environment string; raise EnvironmentStringError naming the grammar (or a close valid
+        string) on bad input."""
+        if not isinstance(text, str):
+            raise EnvironmentStringError(f"{text!r} is not an environment string; {_GRAMMAR}.")
         env = cls(text.strip())
         env._parts  # noqa: B018 - validates
         return env
 
     @cached_property
-    def _parts(self) -> Any:
-        variants = _loader()
-        try:
-            parsed = variants.parse_variant(self.name)
-            ok = isinstance(parsed, variants.ArchVariant) and isinstance(parsed.framework, variants.Torch)
-        except (ValueError, TypeError, AttributeError):
-            ok = False
-        if not ok or parsed.variant_str != self.name:
-            raise EnvironmentStringError(
-                f"'{self.name}' is not an environment string; expected "
-                "torch{M}{m}[-cxx11|-cxx98]-{backend}-{cpu}-{os}, e.g. torch213-cxx11-cpu-x86_64-linux or "
-                "torch211-cxx11-cu128-x86_64-linux (run `kernlock env` to print this machine's)."
-            )
-        if parsed.arch.os == "linux" and parsed.framework.cxx11_abi is None:
-            raise EnvironmentStringError(
-                f"'{self.name}' names a Linux machine without its C++ ABI; write "
-                f"'{self.name.replace('-', '-cxx11-', 1)}' (torch's default) or the -cxx98 form."
-            )
-        return parsed
+    def _parts(self) -> variants.ArchVariant:
+        return _parse_environment(self.name)
+
+    @property
+    def _framework(self) -> variants.Torch:
+        framework = self._parts.framework
+        assert isinstance(framework, variants.Torch)
+        return framework
 
     def __str__(self) -> str:
         return self.name
 
     @property
     def torch(self) -> Version:
-        return self._parts.framework.version
+        return self._framework.version
 
     @property
     def backend(self) -> str:
         """The backend as written in variants: ``cpu``, ``cu128``, ``rocm64``, ``metal``..."""
-        return self._parts.arch.backend.variant_str
+        return self._parts.backend.variant_str
 
     @property
     def cpu(self) -> str:
-        return self._parts.arch.platform
+        return self._parts.cpu
 
     @property
     def os(self) -> str:
-        return self._parts.arch.os
+        return self._parts.os
 
     def facts(self) -> dict[str, Version | str | None]:
         """The values that `when` conditions compare: torch, cuda, rocm, os, arch."""
-        backend = self._parts.arch.backend
-        version = getattr(backend, "version", None)
+        backend = self._parts.backend
         return {
             "torch": self.torch,
-            "cuda": version if backend.name == "cuda" else None,
-            "rocm": version if backend.name == "rocm" else None,
+            "cuda": backend.version if isinstance(backend, variants.CUDA) else None,
+            "rocm": backend.version if isinstance(backend, variants.ROCm) else None,
             "os": self.os,
             "arch": self.cpu,
         }
 
     def accepted_variants(self, names: Iterable[str]) -> list[str]:
-        """The variants among ``names`` this environment can load, most preferred first (the loader's rule)."""
-        variants = _loader()
-        from kernels.backends import parse_backend
-
+        """The variants among ``names`` this environment can load, most preferred first (the loader's rule,
+        kernlock's copy; names outside the grammar are ignored, as the loader ignores names it cannot parse).
+        Names are taken in sorted order, so the loader's ties are broken the same way wherever kernlock runs."""
         parsed = []
-        for name in names:
+        for name in sorted(set(names)):
             try:
                 parsed.append(variants.parse_variant(name))
-            except (ValueError, TypeError):
+            except ValueError:
                 continue
-        framework = self._parts.framework
-        accepted, _trace = variants._resolve_variant_for_system(
-            variants=parsed,
-            selected_backend=parse_backend(self.backend),
+        framework = self._framework
+        accepted = variants.accepted_variants(
+            parsed,
+            backend=self._parts.backend,
             cpu=self.cpu,
             os=self.os,
             torch_version=framework.version,
@@ -200,17 +237,19 @@ def _detect_from_version_file() -> str | None:
         return None
     if version < Version("2.7"):
         return None  # older torch builds shipped both C++ ABIs: ask torch itself
-    from kernels.backends import CPU, CUDA, XPU, ROCm
-
-    if facts.get("cuda"):
-        backend: Any = CUDA(version=Version(facts["cuda"]))
-    elif facts.get("hip"):
-        backend = ROCm(version=Version(facts["hip"].split("-")[0]))
-    elif facts.get("xpu"):
-        xpu = facts["xpu"]
-        backend = XPU(version=Version(f"{xpu[0:4]}.{xpu[5:6]}"))
-    else:
-        backend = CPU()
+    backend: variants.Backend
+    try:
+        if facts.get("cuda"):
+            backend = variants.CUDA(version=Version(facts["cuda"]))
+        elif facts.get("hip"):
+            backend = variants.ROCm(version=Version(facts["hip"].split("-")[0]))
+        elif facts.get("xpu"):
+            xpu = facts["xpu"]
+            backend = variants.XPU(version=Version(f"{xpu[0:4]}.{xpu[5:6]}"))
+        else:
+            backend = variants.CPU()
+    except (InvalidVersion, TypeError, AttributeError):
+        return None
     return f"torch{version.major}{version.minor}-cxx11-{backend.variant_str}-{cpu}-{system}"
 
 
@@ -251,7 +290,7 @@ class Condition:
             if key in _VERSIONED:
                 try:
                     value = Version(raw)
-                except InvalidVersion as err:
+                except ValueError as err:  # InvalidVersion, or a number past int()'s 4300-digit limit
                     raise SpecError(f"invalid version '{raw}' in `when` condition '{text}'.") from err
             elif op not in ("==", "!="):
                 raise SpecError(f"`when` condition '{text}': {key} can only be compared with == or !=.")

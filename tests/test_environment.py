@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import random
+import subprocess
+import sys
 
 import pytest
+from kernels import backends as kernels_backends
+from kernels import variants as kernels_variants
 from kernels.variants import parse_variant, resolve_variant
 from packaging.version import Version
 
+from kernlock import variants
 from kernlock.environment import Condition, Environment, detect
 from kernlock.errors import EnvironmentStringError, SpecError
 
@@ -208,3 +214,396 @@ def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == out[1] == str(detect())
+
+
+# -- kernlock's own rule (kernlock.variants) against the installed loader's ---------------------------------
+
+DIFF_TORCHES = ["28", "29", "210", "211", "212", "213"]
+DIFF_BACKENDS = [
+    *["cpu", "metal", "neuron", "tpu"],
+    *["cu118", "cu120", "cu126", "cu128", "cu129", "cu130", "cu132"],
+    *["rocm63", "rocm64", "rocm71", "xpu20253", "xpu20260", "cann80", "cann81"],
+]
+DIFF_PLATFORMS = [("x86_64", "linux"), ("aarch64", "linux"), ("aarch64", "darwin"), ("x86_64", "windows")]
+DIFF_NOARCH = [f"torch-{b}" for b in variants.NOARCH_BACKENDS]
+
+
+def _diff_pool() -> dict[tuple[str, str], list[str]]:
+    """Every arch name form (torch tagged and tagless, stable ABI, tvm-ffi) per (cpu, os)."""
+    pool: dict[tuple[str, str], list[str]] = {}
+    for cpu, os in DIFF_PLATFORMS:
+        arch = [f"{b}-{cpu}-{os}" for b in DIFF_BACKENDS]
+        names = [f"torch{t}{abi}-{a}" for t in DIFF_TORCHES for abi in ("-cxx11", "-cxx98", "") for a in arch]
+        names += [f"torch-stable-abi{t}-{a}" for t in DIFF_TORCHES for a in arch]
+        names += [f"tvm-ffi{v}-{a}" for v in ("01", "02", "10") for a in arch]
+        pool[(cpu, os)] = names
+    return pool
+
+
+def _random_system(rng: random.Random) -> dict:
+    cpu, os = rng.choice(DIFF_PLATFORMS)
+    # The loader passes no ABI off Linux; once in a while the facts are odd anyway.
+    abi = rng.choice([True, True, False]) if os == "linux" else rng.choice([None] * 9 + [True])
+    return {
+        "backend": rng.choice(
+            ["metal", "metal", "cpu", *DIFF_BACKENDS]
+            if os == "darwin"
+            else [*DIFF_BACKENDS, "cu129", "cu129", "cu130", "cpu", "cann80"]
+        ),
+        "cpu": cpu,
+        "os": os,
+        "torch_version": rng.choice([*(Version(f"{t[0]}.{t[1:]}") for t in DIFF_TORCHES), None]),
+        "torch_cxx11_abi": abi,
+        "tvm_ffi_version": rng.choice([None, None, Version("0.1"), Version("0.2"), Version("1.0")]),
+        "macos_version": rng.choice([None, Version("15.5"), Version("26.0"), Version("26.1")]),
+        "free_threaded": rng.random() < 0.08,
+    }
+
+
+def test_rule_equals_the_installed_loaders_rule_over_generated_cases(monkeypatch, caplog) -> None:
+    """>= 2,000 seeded (variant set x system) cases: kernlock.variants.accepted_variants returns exactly the
+    ordered list of kernels' own `_resolve_variant_for_system` (stable ABI, tagless Linux names, tvm-ffi,
+    noarch incl. universal, darwin/metal with macOS versions, CUDA minor fallback, free-threaded Python)."""
+    import logging
+
+    caplog.set_level(logging.ERROR, logger="kernels.variants")  # its free-threaded warning, once per case
+    pool = _diff_pool()
+    every = sorted({name for names in pool.values() for name in names} | set(DIFF_NOARCH))
+    ours = {name: variants.parse_variant(name) for name in every}
+    theirs = {name: kernels_variants.parse_variant(name) for name in every}
+    assert all(theirs[name].variant_str == name for name in every)
+
+    rng = random.Random(20260817)
+    stats = dict.fromkeys(["cases", "accepted", "several", "stable", "tvm", "universal", "metal", "fallback"], 0)
+    stats["free_threaded"] = stats["ties"] = 0
+    while stats["cases"] < 2500:
+        system = _random_system(rng)
+        platform = pool[(system["cpu"], system["os"])]
+        family = variants.parse_backend(system["backend"]).name
+        versions = (system["torch_version"], system["tvm_ffi_version"])
+        near = [v for v in platform if ours[v].framework.version in versions and ours[v].backend.name == family]
+        names = rng.sample(platform, rng.randint(0, 20)) + rng.sample(near, rng.randint(0, min(12, len(near))))
+        names += rng.sample(every, rng.randint(0, 6)) + rng.sample(DIFF_NOARCH, rng.randint(0, 3))
+        names = list(dict.fromkeys(names))  # a repo's variant folders are distinct
+        rng.shuffle(names)  # equal preference keeps input order in both rules
+        monkeypatch.setattr(
+            kernels_variants, "_is_unsupported_free_threaded_build", lambda s=system: s["free_threaded"]
+        )
+        expected, _trace = kernels_variants._resolve_variant_for_system(
+            variants=[theirs[n] for n in names],
+            selected_backend=kernels_backends.parse_backend(system["backend"]),
+            cpu=system["cpu"],
+            os=system["os"],
+            torch_version=system["torch_version"],
+            torch_cxx11_abi=system["torch_cxx11_abi"],
+            tvm_ffi_version=system["tvm_ffi_version"],
+            macos_version=system["macos_version"],
+        )
+        got = variants.accepted_variants([ours[n] for n in names], **system)
+        expected_names = [v.variant_str for v in expected]
+        assert [v.variant_str for v in got] == expected_names, (system, names)
+
+        stats["cases"] += 1
+        stats["accepted"] += bool(got)
+        stats["several"] += len(got) >= 2
+        stats["stable"] += any(n.startswith("torch-stable-abi") for n in expected_names)
+        stats["tvm"] += any(n.startswith("tvm-ffi") for n in expected_names)
+        stats["universal"] += "torch-universal" in expected_names
+        stats["metal"] += any(n.endswith("-metal-aarch64-darwin") for n in expected_names)
+        stats["free_threaded"] += system["free_threaded"]
+        keys = [variants._preference(v) for v in got]
+        stats["ties"] += any(a == b for a, b in itertools.pairwise(keys))  # decided by input order
+        stats["fallback"] += system["backend"].startswith("cu") and any(
+            f"-{system['backend']}-" not in n and "-cu" in n for n in expected_names
+        )
+    # The matrix really exercises each part of the rule, not only rejection.
+    assert stats["accepted"] >= 1500 and stats["several"] >= 800, stats
+    assert min(stats["stable"], stats["tvm"], stats["universal"], stats["fallback"]) >= 100, stats
+    assert stats["metal"] >= 10 and stats["free_threaded"] >= 100 and stats["ties"] >= 20, stats
+
+
+def test_environment_choice_equals_the_installed_loaders_rule() -> None:
+    """Environment.accepted_variants calls the rule with the environment's facts, as the loader would on it."""
+    pool = _diff_pool()
+    every = sorted({name for names in pool.values() for name in names} | set(DIFF_NOARCH))
+    theirs = {name: kernels_variants.parse_variant(name) for name in every}
+    envs = [
+        *ENVIRONMENTS,
+        "torch213-metal-aarch64-darwin",
+        "torch213-cpu-aarch64-darwin",
+        "torch212-cu129-x86_64-windows",
+    ]
+    rng = random.Random(5)
+    cases = 0
+    for env_name in envs:
+        env = Environment.parse(env_name)
+        for _ in range(12):
+            names = rng.sample(pool[(env.cpu, env.os)], 25) + rng.sample(DIFF_NOARCH, 2)
+            expected, _ = kernels_variants._resolve_variant_for_system(
+                variants=[theirs[n] for n in names],
+                selected_backend=kernels_backends.parse_backend(env.backend),
+                cpu=env.cpu,
+                os=env.os,
+                torch_version=env.torch,
+                torch_cxx11_abi=True if "-cxx11-" in env_name else (False if "-cxx98-" in env_name else None),
+                tvm_ffi_version=None,
+                macos_version=Version("26.0") if env.os == "darwin" else None,
+            )
+            assert env.accepted_variants(names) == [v.variant_str for v in expected], (env_name, names)
+            cases += 1
+    assert cases >= 400
+
+
+def test_rule_names_the_loader_generation_it_copies() -> None:
+    assert variants.RULE == "kernels-0.17"
+    assert "kernels-0.17" in (variants.__doc__ or "")
+    installed = Version(importlib.metadata.version("kernels"))
+    assert f"kernels-{installed.major}.{installed.minor}" == variants.RULE  # a new loader needs a new rule
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("cu128", Version("12.8")),
+        ("cu130", Version("13.0")),
+        ("cu118", Version("11.8")),
+        ("rocm71", Version("7.1")),
+        ("xpu20253", Version("2025.3")),
+        ("xpu20260", Version("2026.0")),
+        ("cann80", Version("8.0")),
+    ],
+)
+def test_backend_versions_split_like_the_loader(name: str, expected: Version) -> None:
+    assert variants.parse_backend(name).version == expected == kernels_backends.parse_backend(name).version
+    assert variants.parse_backend(name).variant_str == name
+
+
+def test_framework_versions_split_like_the_loader() -> None:
+    for name in ["torch213-cpu-x86_64-linux", "torch-stable-abi210-cpu-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux"]:
+        assert variants.parse_variant(name).framework.version == kernels_variants.parse_variant(name).framework.version
+    assert variants.parse_variant("tvm-ffi01-cu128-x86_64-linux").framework.version == Version("0.1")
+    assert variants.parse_variant("torch28-cxx11-cu129-aarch64-linux").framework == variants.Torch(Version("2.8"), True)
+
+
+REAL_HUB_NAMES = [
+    "torch210-cu128-x86_64-linux",
+    "torch211-cu126-x86_64-linux",
+    "torch-stable-abi210-cu126-x86_64-linux",
+    "torch-stable-abi210-rocm71-x86_64-linux",
+    "torch-stable-abi29-cu130-x86_64-linux",
+    "tvm-ffi01-cu128-x86_64-linux",
+    "tvm-ffi01-cpu-aarch64-darwin",
+    "torch212-cpu-aarch64-darwin",
+    "torch213-metal-aarch64-darwin",
+    "torch29-metal-aarch64-darwin",
+    "torch210-cu128-x86_64-windows",
+    "torch-cpu",
+    "torch-cuda",
+    "torch-metal",
+    "torch-rocm",
+    "torch-xpu",
+    "torch-npu",
+    "torch-neuron",
+    "torch-tpu",
+    "torch-universal",
+    "torch211-cxx11-rocm71-x86_64-linux",
+    "torch213-cxx11-rocm72-x86_64-linux",
+    "torch212-cxx11-xpu20253-x86_64-linux",
+    "torch213-cxx11-xpu20260-x86_64-linux",
+    "torch28-cxx11-cu129-aarch64-linux",
+    "torch213-cxx11-cu132-aarch64-linux",
+    "torch213-cxx11-cpu-x86_64-linux",
+    "torch211-cxx98-cu128-x86_64-linux",
+]
+
+
+@pytest.mark.parametrize("name", REAL_HUB_NAMES)
+def test_check_variant_name_accepts_real_hub_names(name: str) -> None:
+    assert variants.check_variant_name(name) == name
+    assert variants.parse_variant(name).variant_str == name == kernels_variants.parse_variant(name).variant_str
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch999-bogus",
+        "../x",
+        "torch213-cxx11-cpu-x86_64-linux/..",
+        "",
+        "torch",
+        "torch-",
+        "torch-foo",
+        "torch-cpu-x86_64-linux",
+        "torch213-cxx11-cpu-x86_64-linuxx",  # the loader's own parser takes this one
+        "torch213-cxx11-cpu-sparc-linux",
+        "torch213-cxx11-cuda-x86_64-linux",
+        "torch2013-cxx11-cpu-x86_64-linux",
+        "torch213-cxx11-cu0128-x86_64-linux",
+        "torch213-cxx12-cpu-x86_64-linux",
+        "torch213-cxx11-cpu-x86_64-linux-extra",
+        "Torch213-cxx11-cpu-x86_64-linux",
+        "torch213-cxx11-cpu-x86_64-linux ",
+        "tvm-ffi1-cpu-x86_64-linux",
+        "torch-stable-abi2-cpu-x86_64-linux",
+        ".",
+        "build",
+    ],
+)
+def test_check_variant_name_rejects_nonsense(name: str) -> None:
+    with pytest.raises(ValueError) as err:
+        variants.check_variant_name(name)
+    assert "is not a build variant name" in str(err.value)
+    assert isinstance(err.value, variants.VariantNameError) and err.value.reason
+
+
+def test_names_only_the_lenient_loader_parses_are_never_selected() -> None:
+    """kernels parses an unknown OS or noarch backend; kernlock refuses the name and ignores it in selection."""
+    for name in ["torch213-cxx11-cpu-x86_64-linuxx", "torch-foo", "torch213-cxx11-cpu-sparc-linux"]:
+        kernels_variants.parse_variant(name)
+        with pytest.raises(ValueError):
+            variants.parse_variant(name)
+    env = Environment.parse("torch213-cxx11-cpu-x86_64-linux")
+    assert env.accepted_variants(["torch213-cxx11-cpu-x86_64-linuxx", "../x", "torch-cpu"]) == ["torch-cpu"]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        # bad OS / CPU / backend
+        ("torch213-cxx11-cpu-x86_64-linuxx", "unknown OS 'linuxx'"),
+        ("torch213-cxx11-cpu-x86_64-solaris", "unknown OS 'solaris' (known: linux, darwin, windows)"),
+        ("torch213-cxx11-cpu-sparc-linux", "unknown CPU 'sparc' (known: x86_64, aarch64)"),
+        ("torch213-cxx11-cpu-x86_65-linux", "unknown CPU 'x86_65'"),
+        ("torch213-cxx11-cuda-x86_64-linux", "unknown backend 'cuda'"),
+        ("torch213-cxx11-gpu-x86_64-linux", "unknown backend 'gpu'"),
+        ("torch213-cxx11-cu1-x86_64-linux", "unknown backend 'cu1'"),
+        ("torch213-cxx11-cu0128-x86_64-linux", "backend 'cu0128' is not written canonically"),
+        ("torch213-cxx12-cpu-x86_64-linux", "unknown ABI tag 'cxx12'"),
+        # missing parts
+        ("torch213-cxx11-cpu-x86_64", "missing the OS"),
+        ("torch213-cxx11-x86_64-linux", "missing the backend"),
+        ("torch213-cxx11-cpu-linux", "missing the CPU"),
+        ("torch213-cxx11", "missing the backend, CPU and OS"),
+        ("torch213-cpu-x86_64-linux", "names a Linux machine without its C++ ABI"),
+        ("cpu-x86_64-linux", "unknown framework 'cpu'"),
+        # torch version forms
+        ("torch2-cxx11-cpu-x86_64-linux", "invalid torch version 'torch2'"),
+        ("torch2.13-cxx11-cpu-x86_64-linux", "versions are written without a dot"),
+        ("torch2013-cxx11-cpu-x86_64-linux", "not written canonically"),
+        ("torchx13-cxx11-cpu-x86_64-linux", "invalid torch version 'torchx13'"),
+        ("pytorch213-cxx11-cpu-x86_64-linux", "unknown framework 'pytorch213'"),
+        # not a machine
+        ("torch-cpu", "a noarch build name, not a machine"),
+        ("torch-stable-abi210-cu128-x86_64-linux", "a stable-ABI build name, not a machine"),
+        ("tvm-ffi01-cu128-x86_64-linux", "a tvm-ffi build name, not a machine"),
+        ("torch212-cxx11-cpu-aarch64-darwin", "only Linux machines have"),
+        # trailing junk, empty, whitespace inside, odd characters
+        ("torch213-cxx11-cpu-x86_64-linux-extra", "unexpected 'extra' after the OS"),
+        ("torch213-cxx11-cpu-x86_64-linux-", "empty part"),
+        ("torch213-cxx11-cpu-x86_64-linux/..", "contains '.', '/'"),
+        ("", "the name is empty"),
+        ("   ", "the name is empty"),
+        ("torch213-cxx11 -cpu-x86_64-linux", "contains whitespace"),
+        ("torch213-cxx11-cpu-x86_64\tlinux", "contains whitespace"),
+        ("TORCH213-CXX11-CPU-X86_64-LINUX", "upper-case"),
+        ("gpu", "unknown framework 'gpu'"),
+    ],
+)
+def test_malformed_environment_strings_say_what_is_wrong(text: str, fragment: str) -> None:
+    with pytest.raises(EnvironmentStringError) as err:
+        Environment.parse(text)
+    message = str(err.value)
+    assert message.startswith(f"'{text.strip()}' ") and fragment in message, message
+    assert "did you mean" in message or "torch213-cxx11-cpu-x86_64-linux" in message  # a fix or the grammar
+
+
+@pytest.mark.parametrize(
+    ("text", "suggestion"),
+    [
+        ("torch213-cxx11-cpu-x86_64-linuxx", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx11-cpu-x86_64-linx", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch212-cpu-aarch64-darwn", "torch212-cpu-aarch64-darwin"),
+        ("torch212-cpu-arm64-macos", "torch212-cpu-aarch64-darwin"),
+        ("torch210-cu128-x86_64-window", "torch210-cu128-x86_64-windows"),
+        ("torch213-cxx11-cpu-amd64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx11-cpu-x86-64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx11-cpu-aarch46-linux", "torch213-cxx11-cpu-aarch64-linux"),
+        ("torch213-cxx11-cpuu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch211-cxx11-cuda12.8-x86_64-linux", "torch211-cxx11-cu128-x86_64-linux"),
+        ("torch211-cxx11-cuda128-x86_64-linux", "torch211-cxx11-cu128-x86_64-linux"),
+        ("torch211-cxx11-cu12.8-x86_64-linux", "torch211-cxx11-cu128-x86_64-linux"),
+        ("torch211-cxx11-cu0128-x86_64-linux", "torch211-cxx11-cu128-x86_64-linux"),
+        ("torch213-cxx11-rocm7.1-x86_64-linux", "torch213-cxx11-rocm71-x86_64-linux"),
+        ("torch213-cxx11-xpu2026.0-x86_64-linux", "torch213-cxx11-xpu20260-x86_64-linux"),
+        ("torch212-mps-aarch64-darwin", "torch212-metal-aarch64-darwin"),
+        ("torch2.13-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch2013-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx1-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx11-cpu-x86_64-linux-extra", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx11-cpu-x86_64-linux/..", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cxx11 -cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213 cxx11 cpu x86_64 linux", "torch213-cxx11-cpu-x86_64-linux"),
+        ("TORCH213-CXX11-CPU-X86_64-LINUX", "torch213-cxx11-cpu-x86_64-linux"),
+        ("torch213-cpu-x86_64-linuxx", "torch213-cxx11-cpu-x86_64-linux"),  # and the ABI tag Linux needs
+        ("torch212-cxx11-cpu-aarch64-darwin", "torch212-cpu-aarch64-darwin"),  # no ABI tag off Linux
+    ],
+)
+def test_did_you_mean_suggests_the_right_correction(text: str, suggestion: str) -> None:
+    with pytest.raises(EnvironmentStringError) as err:
+        Environment.parse(text)
+    assert str(err.value).endswith(f"did you mean '{suggestion}'?"), str(err.value)
+    Environment.parse(suggestion)  # every suggestion is itself valid
+
+
+def test_did_you_mean_message_has_the_documented_form() -> None:
+    with pytest.raises(EnvironmentStringError) as err:
+        Environment.parse("torch213-cxx11-cpu-x86_64-linuxx")
+    assert str(err.value) == (
+        "'torch213-cxx11-cpu-x86_64-linuxx' is not an environment string: unknown OS 'linuxx'; "
+        "did you mean 'torch213-cxx11-cpu-x86_64-linux'?"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["torch213-cxx11-cuda-x86_64-linux", "gpu", "torch213-cxx11-cpu-x86_64", "torch-stable-abi210-cu128-x86_64-linux"],
+)
+def test_no_suggestion_when_nothing_is_close(text: str) -> None:
+    with pytest.raises(EnvironmentStringError) as err:
+        Environment.parse(text)
+    assert "did you mean" not in str(err.value)
+
+
+def test_environment_parts() -> None:
+    env = Environment.parse("  torch211-cxx11-cu129-aarch64-linux ")
+    assert (env.name, str(env), env.torch, env.backend, env.cpu, env.os) == (
+        "torch211-cxx11-cu129-aarch64-linux",
+        "torch211-cxx11-cu129-aarch64-linux",
+        Version("2.11"),
+        "cu129",
+        "aarch64",
+        "linux",
+    )
+    assert env.facts() == {
+        "torch": Version("2.11"),
+        "cuda": Version("12.9"),
+        "rocm": None,
+        "os": "linux",
+        "arch": "aarch64",
+    }
+    rocm = Environment.parse("torch213-cxx11-rocm71-x86_64-linux")
+    assert rocm.facts()["rocm"] == Version("7.1") and rocm.facts()["cuda"] is None
+    assert sorted([env, rocm]) == [env, rocm]
+    assert Environment.parse("torch212-metal-aarch64-darwin").select_variant(["torch212-metal-aarch64-darwin"])
+
+
+def test_local_commands_do_not_import_kernels() -> None:
+    code = (
+        "import kernlock.environment, sys\n"
+        "from kernlock.environment import Environment\n"
+        "Environment.parse('torch213-cxx11-cpu-x86_64-linux').select_variant(['torch-cpu'])\n"
+        "assert 'kernels' not in sys.modules\n"
+        "import kernlock.variants\n"
+        "assert not {'kernels', 'huggingface_hub', 'torch'} & set(sys.modules), sorted(sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
