@@ -5,16 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kernlock import lockfile
+from kernlock import interrupt, lockfile
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect
-from kernlock.errors import KernlockError, LockError, ProjectError
+from kernlock.errors import DuplicateSpecError, ForeignLockError, KernlockError, LockError, ProjectError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock
 from kernlock.project import Pin, Project, Requirement, Spec
 from kernlock.resolver import Upgrade, latest_version, resolve
+from kernlock.variants import RULE
 
 
 def target_environments(project: Project) -> list[Environment]:
@@ -23,17 +24,48 @@ def target_environments(project: Project) -> list[Environment]:
 
 
 def stale_reason(project: Project, lock: Lock, environments: list[Environment]) -> str | None:
-    """Why ``lock`` does not match the project (None when it does); asks no Hub."""
+    """Why ``lock`` does not match the project (None when it does); asks no Hub.
+
+    Besides the requirements' digest, every direct entry must satisfy pyproject: the repo set, each environment's
+    revision (``when`` pins included), a pinned sha's commit, and the environments.
+    """
     if lock.requires_hash != project.requires_hash():
         return "[tool.kernlock] in pyproject.toml changed since kernels.lock was written"
+    if lock.variant_rule != RULE:
+        return f"kernels.lock chose its variants by the {lock.variant_rule} loader rule; this kernlock follows {RULE}"
     wanted = sorted(str(e) for e in environments)
     if sorted(lock.environments) != wanted:
         return f"kernels.lock covers {', '.join(lock.environments)}, but the project targets {', '.join(wanted)}"
+    for repo in sorted(project.requirements):
+        for env in environments:
+            pin = project.requirements[repo].pin_for(env)
+            entry = lock.entry_for(repo, str(env))
+            if entry is None:
+                return f"kernels.lock has no entry for {repo} on {env}"
+            if entry.requested != pin.rev:
+                return f"kernels.lock locks {repo} at {entry.requested!r} on {env}; pyproject.toml asks for {pin.rev!r}"
+            if len(pin.rev) == 40 and entry.commit != pin.rev.lower():
+                return (
+                    f"kernels.lock locks {repo} to commit {entry.commit[:12]}, but pyproject.toml pins {pin.rev[:12]}"
+                )
+    for entry in lock.kernels:
+        if entry.repo in project.requirements:
+            continue
+        if not entry.required_by:
+            return f"kernels.lock locks {entry.repo}, which pyproject.toml does not ask for"
+        orphaned = [repo for repo in entry.required_by if not lock.entries(repo)]
+        if orphaned:
+            return f"kernels.lock locks {entry.repo} for {', '.join(orphaned)}, which it does not lock"
     return None
 
 
 def read_lock(project: Project) -> Lock:
-    """The project's lock, validated."""
+    """The project's lock, validated (a missing pyproject.toml is named first)."""
+    if not project.pyproject.exists():
+        raise ProjectError(
+            f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
+            "the project folder."
+        )
     return lockfile.read(project.lockfile)
 
 
@@ -44,9 +76,15 @@ class LockResult:
     reason: str | None  # why it was (re)written, or None if it was up to date
 
 
-def lock(root: Path, upgrade: Upgrade | None = None, check: bool = False, hub: Hub | None = None) -> LockResult:
-    """Bring kernels.lock up to date with pyproject (or, with ``check``, only tell whether it is)."""
-    project = projects.load(root)
+def lock(
+    root: Path | None = None, upgrade: Upgrade | None = None, check: bool = False, hub: Hub | None = None
+) -> LockResult:
+    """Bring kernels.lock up to date with pyproject (or, with ``check``, only tell whether it is).
+
+    ``root``: the project folder; None finds the nearest enclosing project (as every function here does).
+    """
+    interrupt.reset()
+    project = projects.load(projects.locate(root))
     return _lock(project, upgrade or Upgrade(), check, hub)
 
 
@@ -66,10 +104,12 @@ def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None) -> L
         try:
             previous = read_lock(project)
             reason = stale_reason(project, previous, environments)
-        except LockError:
+        except ForeignLockError:
+            raise
+        except LockError as err:
             if check:
                 raise
-            reason = "kernels.lock was unreadable and is re-created"
+            previous, reason = _previous_pins(project, err)
     if check:
         if reason is not None:
             raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock` and commit the result.")
@@ -79,15 +119,29 @@ def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None) -> L
         assert previous is not None
         return LockResult(previous, False, None)
     new = resolve(project, environments, hub or Hub(), previous, upgrade)
-    written = _write_if_changed(project, previous, new)
+    written = _write_if_changed(project, new)
     return LockResult(new, written, (reason or "upgrade") if written else None)
 
 
-def _write_if_changed(project: Project, previous: Lock | None, new: Lock) -> bool:
-    """Write ``new`` atomically unless its bytes equal ``previous``'s; True when written."""
+def _previous_pins(project: Project, error: LockError) -> tuple[Lock | None, str]:
+    """The pins of a lock that failed the strict read (an older lock-version, a re-formatted file) and why it is
+    rewritten; a lock whose content fails its checks keeps no pin and is re-created from the Hub."""
+    try:
+        return lockfile.read_pins(project.lockfile), "kernels.lock is rewritten in the current format (pins kept)"
+    except ForeignLockError:
+        raise
+    except LockError:
+        return None, f"kernels.lock failed its checks and is re-created from the Hub ({error})"
+
+
+def _write_if_changed(project: Project, new: Lock) -> bool:
+    """Write ``new`` atomically unless kernels.lock already holds exactly its bytes; True when written."""
     text = lockfile.dumps(new)
-    if previous is not None and lockfile.dumps(previous) == text:
-        return False
+    try:
+        if project.lockfile.read_bytes() == text.encode():
+            return False
+    except OSError:
+        pass  # no lock yet (or unreadable): write it
     write_text_atomic(project.lockfile, text)
     return True
 
@@ -96,37 +150,55 @@ def _write_if_changed(project: Project, previous: Lock | None, new: Lock) -> boo
 class AddResult:
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult
+    created: Path | None = None  # the pyproject.toml `add` created (no enclosing project was found)
 
 
-def add(root: Path, specs: list[str], trust: bool = False, hub: Hub | None = None) -> AddResult:
-    """Record ``specs`` in pyproject and re-lock; nothing is written unless the whole resolution succeeds."""
+def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | None = None) -> AddResult:
+    """Record ``specs`` in pyproject and re-lock; nothing is written unless the whole resolution succeeds.
+
+    With no ``root`` and no enclosing project, the project is created in the current folder (``created``).
+    """
+    interrupt.reset()
     parsed = [Spec.parse(text) for text in specs]
-    project = projects.load(root)
+    repos = [spec.repo.casefold() for spec in parsed]
+    twice = sorted({spec.repo for spec in parsed if repos.count(spec.repo.casefold()) > 1})
+    if twice:
+        raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
+    found = projects.locate(root) if root is not None else projects.find_root()
+    project = projects.load(found or Path.cwd())
     hub = hub or Hub()
     environments = target_environments(project)
     added: dict[str, str] = {}
     requirements = dict(project.requirements)
     for spec in parsed:
         rev = spec.rev or latest_version(hub, spec.repo, environments)
-        old = requirements.get(spec.repo)
+        same = [repo for repo in requirements if repo.casefold() == spec.repo.casefold()]
+        old = requirements.pop(same[0]) if same else None  # repo ids are not case-sensitive: one entry
         requirements[spec.repo] = Requirement(spec.repo, (Pin(rev),), trust or bool(old and old.trust))
         added[spec.repo] = rev
     candidate = replace(project, requirements=requirements)
     previous = None
     if project.lockfile.exists():
         try:
-            previous = read_lock(project)
+            previous = lockfile.read_pins(project.lockfile)
+        except ForeignLockError:
+            raise
         except LockError:
             previous = None
     new = resolve(candidate, environments, hub, previous)
+    created = not project.pyproject.exists()
     projects.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
-    written = _write_if_changed(project, previous, new)
-    return AddResult(added, LockResult(new, written, "added " + ", ".join(added)))
+    written = _write_if_changed(project, new)
+    return AddResult(
+        added, LockResult(new, written, "added " + ", ".join(added)), project.pyproject if created else None
+    )
 
 
-def remove(root: Path, names: list[str], hub: Hub | None = None) -> LockResult:
-    """Drop requirements from pyproject and re-lock."""
-    project = projects.load(root)
+def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockResult:
+    """Drop requirements (``org/name``, also written ``org/name@rev``) from pyproject and re-lock."""
+    interrupt.reset()
+    names = [Spec.parse(name).repo for name in names]
+    project = projects.load(projects.locate(root))
     unknown = [name for name in names if name not in project.requirements]
     if unknown:
         known = ", ".join(sorted(project.requirements)) or "none"
@@ -135,14 +207,14 @@ def remove(root: Path, names: list[str], hub: Hub | None = None) -> LockResult:
         )
     requirements = {k: v for k, v in project.requirements.items() if k not in names}
     candidate = replace(project, requirements=requirements)
-    previous = read_lock(project) if project.lockfile.exists() else None
+    previous = lockfile.read_pins(project.lockfile) if project.lockfile.exists() else None
     new = resolve(candidate, target_environments(project), hub or Hub(), previous)
     projects.remove_requirements(project, names)
-    written = _write_if_changed(project, previous, new)
+    written = _write_if_changed(project, new)
     return LockResult(new, written, "removed " + ", ".join(names))
 
 
-def env_report(root: Path) -> dict:
+def env_report(root: Path | None = None) -> dict:
     """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
     from kernlock.compat import SUPPORTED, installed, transformers_gate
 
@@ -155,7 +227,8 @@ def env_report(root: Path) -> dict:
     gate = transformers_gate()
     if gate is not None:
         report["transformers_gate"] = {"ok": gate.ok, "message": gate.message()}
-    project = projects.load(root)
+    found = projects.locate(root) if root is not None else projects.find_root()
+    project = projects.load(found or Path.cwd())
     if project.lockfile.exists():
         try:
             lock = read_lock(project)
@@ -208,7 +281,7 @@ def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, 
 
 
 def sync(
-    root: Path,
+    root: Path | None = None,
     all_environments: bool = False,
     locked: bool = False,
     frozen: bool = False,
@@ -225,8 +298,9 @@ def sync(
 
     if locked and frozen:
         raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
+    interrupt.reset()
     offline = offline or constants.HF_HUB_OFFLINE
-    project = projects.load(root)
+    project = projects.load(projects.locate(root))
     result = _lock_for_sync(project, locked, frozen, offline, hub)
     environments = list(result.lock.environments) if all_environments else [_this_environment(result.lock)]
     report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
@@ -243,10 +317,10 @@ def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | N
     return syncing.sync(lock, [environment], hub=hub, offline=constants.HF_HUB_OFFLINE)
 
 
-def verify(root: Path, all_environments: bool = False) -> syncing.VerifyResult:
+def verify(root: Path | None = None, all_environments: bool = False) -> syncing.VerifyResult:
     """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
     locked variant) must be present. Returns the problems; empty means intact."""
-    lock = read_lock(projects.load(root))
+    lock = read_lock(projects.load(projects.locate(root)))
     if all_environments:
         required = list(lock.environments)
     else:
@@ -257,9 +331,21 @@ def verify(root: Path, all_environments: bool = False) -> syncing.VerifyResult:
     return syncing.verify(lock, required)
 
 
-def show(root: Path) -> list[dict]:
-    """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced."""
-    lock = read_lock(projects.load(root))
+@dataclass(frozen=True)
+class ShowResult:
+    rows: list[dict]  # one per lock entry
+    stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
+
+
+def show(root: Path | None = None) -> ShowResult:
+    """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
+    whether the lock is stale."""
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    try:
+        stale = stale_reason(project, lock, target_environments(project))
+    except KernlockError as err:
+        stale = str(err)
     try:
         env: str | None = str(detect())
     except KernlockError:
@@ -281,4 +367,4 @@ def show(root: Path) -> list[dict]:
                 "path": str(syncing.variant_path(kernel, variant)) if variant else None,
             }
         )
-    return rows
+    return ShowResult(rows, stale)

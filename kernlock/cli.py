@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -12,17 +13,17 @@ from typing import Any
 
 import click
 
-from kernlock import __version__, api
-from kernlock.errors import KernlockError
+from kernlock import __version__, api, interrupt
+from kernlock.errors import DuplicateSpecError, KernlockError
 from kernlock.resolver import Upgrade
+from kernlock.wording import count
 
 project_option = click.option(
     "--project",
     "project_dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Project directory (holds pyproject.toml and kernels.lock).",
+    default=None,
+    help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
 )
 
 
@@ -33,6 +34,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except (interrupt.Interrupted, interrupt.Cancelled) as err:
+            _interrupted(getattr(err, "exit_code", 130))
         except KernlockError as err:
             _fail(str(err))
         except OSError as err:  # the local disk: a read-only project, a full cache...
@@ -40,6 +43,19 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"{err.strerror or err}{where}; check the folder's permissions and free space.")
 
     return wrapper
+
+
+def _interrupted(code: int) -> None:
+    """Stop now: running downloads are abandoned (their ``.incomplete`` files resume next time), and no worker
+    thread is waited for."""
+    click.secho(
+        "interrupted: stopped before the end; nothing partial was made visible. Run the command again to resume.",
+        fg="yellow",
+        err=True,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _fail(message: str) -> None:
@@ -54,6 +70,7 @@ def _fail(message: str) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
 def main(verbose: bool) -> None:
     """Lock Hugging Face Hub kernels to exact commits and build variants for every environment."""
+    interrupt.install_handlers()
 
 
 @main.command()
@@ -62,9 +79,14 @@ def main(verbose: bool) -> None:
 @click.option("--no-sync", is_flag=True, help="Only record and lock; do not download.")
 @project_option
 @handle_errors
-def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path) -> None:
+def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | None) -> None:
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
-    result = api.add(project_dir, list(specs), trust=trust)
+    try:
+        result = api.add(project_dir, list(specs), trust=trust)
+    except DuplicateSpecError as err:
+        raise click.UsageError(str(err)) from err
+    if result.created:
+        click.echo(f"created {result.created} (no enclosing project was found)")
     for repo, rev in result.added.items():
         click.echo(f'added {repo} = "{rev}"')
     _print_lock(result.lock)
@@ -83,7 +105,7 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path) -
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
 @project_option
 @handle_errors
-def remove(names: tuple[str, ...], project_dir: Path) -> None:
+def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
     """Remove kernels from pyproject.toml and re-lock."""
     result = api.remove(project_dir, list(names))
     click.echo(f"removed {', '.join(names)}")
@@ -96,7 +118,7 @@ def remove(names: tuple[str, ...], project_dir: Path) -> None:
 @click.option("--check", is_flag=True, help="Exit 1 without writing if kernels.lock is stale.")
 @project_option
 @handle_errors
-def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, project_dir: Path) -> None:
+def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, project_dir: Path | None) -> None:
     """Resolve all requirements for all target environments into kernels.lock."""
     if check and (upgrade or upgrade_kernels):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel.")
@@ -123,7 +145,7 @@ def _print_lock(result: api.LockResult) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @project_option
 @handle_errors
-def env(as_json: bool, project_dir: Path) -> None:
+def env(as_json: bool, project_dir: Path | None) -> None:
     """This machine's environment string and the variant each locked kernel would load here."""
     report = api.env_report(project_dir)
     if as_json:
@@ -151,7 +173,7 @@ def env(as_json: bool, project_dir: Path) -> None:
 @click.option("--offline", is_flag=True, help="Make no request: verify the cache, fail on anything missing or corrupt.")
 @project_option
 @handle_errors
-def sync(all_environments: bool, locked: bool, frozen: bool, offline: bool, project_dir: Path) -> None:
+def sync(all_environments: bool, locked: bool, frozen: bool, offline: bool, project_dir: Path | None) -> None:
     """Download and verify exactly the locked files this environment needs."""
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
@@ -176,13 +198,17 @@ def _print_sync(report: Any) -> None:
             click.secho(
                 f"  repaired {v.repo} {v.variant}: {', '.join(v.repaired)} did not match kernels.lock", fg="yellow"
             )
+        if v.removed:
+            click.secho(
+                f"  removed from {v.repo} {v.variant}: {', '.join(v.removed)} (not in kernels.lock)", fg="yellow"
+            )
         if v.downloaded:
             click.echo(f"  downloaded {v.repo} {v.variant} ({len(v.downloaded)} files, {_size(v.downloaded_bytes)})")
     fetched = sum(1 for v in report.variants if v.downloaded)
     present = len(report.variants) - fetched
     mode = "checked offline" if report.offline else f"{fetched} downloaded, {present} already verified"
     click.echo(
-        f"synced {len(report.variants)} variant(s) of {len(report.kernels)} kernel(s) for "
+        f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
         f"{', '.join(report.environments)} into {report.cache} ({mode})"
     )
 
@@ -191,21 +217,33 @@ def _print_sync(report: Any) -> None:
 @click.option("--all-environments", is_flag=True, help="Require the variants of every locked environment.")
 @project_option
 @handle_errors
-def verify(all_environments: bool, project_dir: Path) -> None:
+def verify(all_environments: bool, project_dir: Path | None) -> None:
     """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
     result = api.verify(project_dir, all_environments=all_environments)
     if result:
         for problem in result:
             click.secho(f"  {problem}", fg="red", err=True)
+        kinds = {problem.kind for problem in result}
+        what = [
+            text
+            for kind, text in (
+                ("not synced", "not synced"),
+                ("missing", "missing"),
+                ("mismatch", "changed"),
+                ("unexpected", "not in kernels.lock"),
+            )
+            if kind in kinds
+        ]
         click.secho(
-            f"error: {len(result)} locked file(s) in {result.cache} are missing or do not match kernels.lock; "
-            "run `kernlock sync` to download or replace them.",
+            f"error: {count(len(result), 'problem')} in {result.cache} ({', '.join(what)}); run `kernlock sync` to "
+            "download, replace or remove what does not match kernels.lock.",
             fg="red",
             err=True,
         )
         sys.exit(1)
     click.echo(
-        f"verified {len(result.checked)} variant(s), {result.files} file(s) in {result.cache}: all match kernels.lock"
+        f"verified {count(len(result.checked), 'variant')}, {count(result.files, 'file')} in {result.cache}: "
+        "all match kernels.lock"
     )
 
 
@@ -213,9 +251,12 @@ def verify(all_environments: bool, project_dir: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @project_option
 @handle_errors
-def show(as_json: bool, project_dir: Path) -> None:
+def show(as_json: bool, project_dir: Path | None) -> None:
     """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
-    rows = api.show(project_dir)
+    result = api.show(project_dir)
+    if result.stale:
+        click.secho(f"warning: kernels.lock is stale: {result.stale}; run `kernlock lock`.", fg="yellow", err=True)
+    rows = result.rows
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -246,16 +287,11 @@ def show(as_json: bool, project_dir: Path) -> None:
 @project_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
 @handle_errors
-def run(mode: str | None, project_dir: Path, command: tuple[str, ...]) -> None:
+def run(mode: str | None, project_dir: Path | None, command: tuple[str, ...]) -> None:
     """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
-    import os
-
-    from click.core import ParameterSource
-
     from kernlock import runtime
 
-    given = click.get_current_context().get_parameter_source("project_dir") is ParameterSource.COMMANDLINE
-    env = runtime.run_environment(project_dir / runtime.LOCK_NAME if given else None, mode)
+    env = runtime.run_environment(project_dir / runtime.LOCK_NAME if project_dir is not None else None, mode)
     sys.stdout.flush()
     sys.stderr.flush()
     if os.name == "nt":  # no exec on Windows: wait and pass the exit status on

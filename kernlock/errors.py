@@ -13,6 +13,10 @@ class SpecError(KernlockError):
     """A requirement spec or [tool.kernlock] entry is malformed."""
 
 
+class DuplicateSpecError(SpecError):
+    """One command names the same kernel twice (`kernlock add X X@v3`): a usage error."""
+
+
 class ProjectError(KernlockError):
     """pyproject.toml is missing or its [tool.kernlock] table is invalid."""
 
@@ -29,12 +33,20 @@ class NotFoundError(KernlockError):
     """An unknown repository, revision or file."""
 
 
+class UnknownRevisionError(NotFoundError):
+    """A repo exists but has no such branch, tag or commit."""
+
+
 class ResolutionError(KernlockError):
     """Requirements cannot be satisfied (no build for an environment, conflicts, untrusted publisher)."""
 
 
 class LockError(KernlockError):
     """kernels.lock is missing, malformed, of an unknown version or stale."""
+
+
+class ForeignLockError(LockError):
+    """kernels.lock was written by another tool (the kernels library's JSON lock); kernlock never overwrites it."""
 
 
 class IntegrityError(KernlockError):

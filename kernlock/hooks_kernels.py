@@ -162,7 +162,9 @@ def _current() -> _State:
 
             settings = runtime.settings()
             assert settings is not None
-            _state = _State(runtime.generation, lockfile.read(settings.lockfile), str(detect()), _backend().name)
+            _state = _State(
+                runtime.generation, lockfile.read(settings.lockfile, canonical=False), str(detect()), _backend().name
+            )
             _warn_local_overrides(_state)
         return _state
 

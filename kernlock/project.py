@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 import tomlkit.exceptions
+from tomlkit.items import InlineTable
 
+from kernlock import names
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Condition, Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
 from kernlock.lockfile import LOCK_NAME
+from kernlock.wording import noun
 
 PYPROJECT = "pyproject.toml"
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
+_VCS = (".git", ".hg", ".svn")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,11 @@ class Spec:
     def parse(cls, text: str) -> Spec:
         """Parse ``org/name[@rev]``; raise SpecError showing the accepted forms."""
         repo, _, rev = text.strip().partition("@")
-        if not _REPO.match(repo) or (rev and not _REV.match(rev)) or text.strip().endswith("@"):
+        if (
+            not _valid(names.check_repo, repo)
+            or (rev and not _valid(names.check_ref, rev))
+            or text.strip().endswith("@")
+        ):
             raise SpecError(
                 f"invalid kernel spec '{text}': expected org/name or org/name@rev "
                 "(rev: a version branch like v1, a tag, a branch or a commit sha), "
@@ -112,26 +118,58 @@ class Project:
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
+def find_root(start: Path | str | None = None) -> Path | None:
+    """The nearest folder from ``start`` (default: the current one) upward that holds a pyproject.toml,
+    stopping at a version-control root (``.git``, ``.hg``, ``.svn``) or the filesystem root; None if none."""
+    folder = Path(start or Path.cwd()).resolve()
+    while True:
+        if (folder / PYPROJECT).is_file():
+            return folder
+        if any((folder / vcs).exists() for vcs in _VCS) or folder.parent == folder:
+            return None
+        folder = folder.parent
+
+
+def locate(root: Path | str | None) -> Path:
+    """``root`` when given (``--project``), else the nearest enclosing project; ProjectError when there is none."""
+    if root is not None:
+        return Path(root).resolve()
+    found = find_root()
+    if found is None:
+        raise ProjectError(
+            f"no pyproject.toml in {Path.cwd()} or any parent folder (up to the repository root); run the command "
+            "in your project, pass --project DIR, or create one with `kernlock add org/name`."
+        )
+    return found
+
+
 def load(root: Path | str) -> Project:
     """Read ``root/pyproject.toml``; a missing file or table gives an empty project."""
     root = Path(root).resolve()
     project = Project(root)
     if not project.pyproject.exists():
         return project
-    table = _kernlock_table(_read(project.pyproject))
+    table = _kernlock_table(_read(project.pyproject).unwrap(), project.pyproject)
     if table is None:
         return project
     unknown = set(table) - {"environments", "kernels"}
     if unknown:
         raise ProjectError(
-            f"{project.pyproject}: unknown key(s) {', '.join(sorted(unknown))} in [tool.kernlock]; "
-            "allowed: environments, kernels."
+            f"{project.pyproject}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in "
+            "[tool.kernlock]; allowed: environments, kernels."
         )
     project.environments = _parse_environments(table.get("environments"), project.pyproject)
     kernels = table.get("kernels", {})
     if not isinstance(kernels, dict):
         raise ProjectError(f"{project.pyproject}: [tool.kernlock.kernels] must be a table of repo = rev.")
+    seen: dict[str, str] = {}
     for repo, value in kernels.items():
+        twin = seen.setdefault(repo.casefold(), repo)
+        if twin != repo:
+            raise ProjectError(
+                f'{project.pyproject}: [tool.kernlock.kernels] names one repo twice ("{twin}" and "{repo}"; '
+                "repo ids are not case-sensitive); keep one."
+            )
         project.requirements[repo] = _parse_requirement(repo, value, project.pyproject)
     return project
 
@@ -139,7 +177,7 @@ def load(root: Path | str) -> Project:
 def _read(path: Path) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(path.read_text(encoding="utf-8"))
-    except tomlkit.exceptions.ParseError as err:
+    except tomlkit.exceptions.TOMLKitError as err:
         raise ProjectError(f"{path}: not valid TOML ({err}); fix the file and run the command again.") from err
     except UnicodeDecodeError as err:
         raise ProjectError(f"{path} is not UTF-8 text ({err}); save it as UTF-8 and run the command again.") from err
@@ -147,11 +185,22 @@ def _read(path: Path) -> tomlkit.TOMLDocument:
         raise ProjectError(f"cannot read {path}: {err.strerror or err}.") from err
 
 
-def _kernlock_table(doc: tomlkit.TOMLDocument) -> Any:
+def _kernlock_table(doc: dict[str, Any], where: Path) -> dict[str, Any] | None:
     tool = doc.get("tool")
     if tool is None:
         return None
-    return tool.get("kernlock")
+    if not isinstance(tool, dict):
+        raise ProjectError(f"{where}: `tool` must be a table ([tool.NAME] sections), not {_kind(tool)}.")
+    table = tool.get("kernlock")
+    if table is not None and not isinstance(table, dict):
+        raise ProjectError(f"{where}: `tool.kernlock` must be a table ([tool.kernlock]), not {_kind(table)}.")
+    return table
+
+
+def _kind(value: object) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _parse_environments(value: Any, where: Path) -> list[Environment] | None:
@@ -175,8 +224,8 @@ def _parse_environments(value: Any, where: Path) -> list[Environment] | None:
 
 def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
     prefix = f'{where}: [tool.kernlock.kernels] "{repo}"'
-    if not _REPO.match(repo):
-        raise ProjectError(f"{prefix}: a key must be a repo id org/name.")
+    if not _valid(names.check_repo, repo):
+        raise ProjectError(f"{prefix}: a key must be a repo id org/name, e.g. kernels-community/activation.")
     if isinstance(value, str):
         return Requirement(repo, (Pin(_check_rev(value, prefix)),))
     entries = [value] if isinstance(value, dict) else value
@@ -210,8 +259,16 @@ def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
     return Requirement(repo, tuple(pins), trust)
 
 
+def _valid(check: Callable[[object], object], value: object) -> bool:
+    try:
+        check(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_rev(rev: str, prefix: str) -> str:
-    if not _REV.match(rev):
+    if not _valid(names.check_ref, rev):
         raise ProjectError(f"{prefix}: '{rev}' is not a revision (a branch, tag or commit sha).")
     return rev
 
@@ -221,35 +278,74 @@ def _check_rev(rev: str, prefix: str) -> str:
 
 def set_requirements(project: Project, revs: dict[str, tuple[str, bool]]) -> None:
     """Record each ``repo = rev`` (``{ rev, trust = true }`` when trusted by hand) in pyproject.toml,
-    keeping everything else in the file as it is."""
+    keeping everything else in the file as it is. Nothing to record writes nothing (not even an empty table).
+
+    An entry of the same repo in another letter case is replaced (repo ids are not case-sensitive, and `load`
+    refuses a table that names one repo twice)."""
+    if not revs:
+        return
     doc = _read(project.pyproject) if project.pyproject.exists() else tomlkit.document()
+    expected = doc.unwrap()
     kernels = _kernels_table(doc)
+    wanted = expected.setdefault("tool", {}).setdefault("kernlock", {}).setdefault("kernels", {})
     for repo, (rev, trust) in revs.items():
+        for twin in [key for key in kernels if key != repo and key.casefold() == repo.casefold()]:
+            del kernels[twin]
+            del wanted[twin]
         if trust:
             entry = tomlkit.inline_table()
             entry.update({"rev": rev, "trust": True})
             kernels[repo] = entry
         else:
             kernels[repo] = rev
-    write_text_atomic(project.pyproject, tomlkit.dumps(doc))
+        wanted[repo] = {"rev": rev, "trust": True} if trust else rev
+    _write_edit(project, doc, expected)
 
 
 def remove_requirements(project: Project, repos: list[str]) -> None:
     """Drop ``repos`` from [tool.kernlock.kernels], keeping the rest of pyproject.toml as it is."""
+    if not repos:
+        return
     doc = _read(project.pyproject)
+    expected = doc.unwrap()
     kernels = _kernels_table(doc)
-    for repo in repos:
+    for repo in dict.fromkeys(repos):  # `kernlock remove a/b a/b` names it twice
         del kernels[repo]
-    write_text_atomic(project.pyproject, tomlkit.dumps(doc))
+        del expected["tool"]["kernlock"]["kernels"][repo]
+    _write_edit(project, doc, expected)
+
+
+def _write_edit(project: Project, doc: tomlkit.TOMLDocument, expected: dict[str, Any]) -> None:
+    """Write the edited ``doc`` once a re-read shows it holds ``expected``: in some layouts tomlkit puts a new
+    table where it captures the lines after it (dotted `tool.x.y = ...` keys) or writes a key twice (a table split
+    around another), which would move the user's other settings or break the file."""
+    text = tomlkit.dumps(doc)
+    try:
+        written = tomlkit.parse(text).unwrap()
+    except tomlkit.exceptions.TOMLKitError:
+        written = None
+    if written is None or _comparable(written) != _comparable(expected):
+        raise ProjectError(
+            f"{project.pyproject}: kernlock cannot edit [tool.kernlock.kernels] in this file's layout without "
+            'moving other settings; make the change by hand (e.g. "org/name" = "v1" under a '
+            "[tool.kernlock.kernels] section) and run the command again."
+        )
+    write_text_atomic(project.pyproject, text)
+
+
+def _comparable(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, default=str)
 
 
 def _kernels_table(doc: tomlkit.TOMLDocument) -> Any:
+    """[tool.kernlock.kernels], made where missing (inline where its parent is inline: `tool = { kernlock = {} }`)."""
     if "tool" not in doc:
         doc["tool"] = tomlkit.table(is_super_table=True)
     tool = doc["tool"]
     if "kernlock" not in tool:
-        tool["kernlock"] = tomlkit.table(is_super_table=True)
+        inline = isinstance(tool, InlineTable)
+        tool["kernlock"] = tomlkit.inline_table() if inline else tomlkit.table(is_super_table=True)
     kernlock = tool["kernlock"]
     if "kernels" not in kernlock:
-        kernlock["kernels"] = tomlkit.table()
+        kernlock["kernels"] = tomlkit.inline_table() if isinstance(kernlock, InlineTable) else tomlkit.table()
     return kernlock["kernels"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from kernlock import interrupt, names
 from kernlock.environment import Environment
-from kernlock.errors import KernlockError, NotFoundError, ResolutionError
+from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, normalized
 from kernlock.project import Project
@@ -64,7 +64,7 @@ def resolve(
 
     entries: dict[tuple[str, str], LockedKernel] = {}
     pending = list(tasks.values())
-    with ThreadPoolExecutor(max_workers=MAX_WORKERS) as pool:
+    with interrupt.worker_pool(MAX_WORKERS) as pool:
         while pending:
             results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade), pending))
             for task, (entry, _) in zip(pending, results, strict=True):
@@ -100,7 +100,10 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     if kept is not None:
         ref, commit = kept.ref, kept.commit
     else:
-        ref, commit = hub.resolve_revision(task.repo, task.rev)
+        try:
+            ref, commit = hub.resolve_revision(task.repo, task.rev)
+        except UnknownRevisionError as err:
+            raise UnknownRevisionError(_unknown_revision_message(task, hub) or str(err)) from err
     try:
         tree = hub.build_tree(task.repo, commit)
     except NotFoundError as err:
@@ -152,8 +155,11 @@ def _dependencies(
             continue
         try:
             metadata = json.loads(hub.read_file(task.repo, commit, f"build/{name}/metadata.json"))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ResolutionError(f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON") from err
+        except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+            raise ResolutionError(
+                f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON; report it to the kernel's "
+                "publisher."
+            ) from err
         envs = {env for env, v in chosen.items() if v == name}
         where = f"{task.repo}@{commit[:12]} build/{name}/metadata.json"
         for repo, rev in _declared_dependencies(metadata, where):
@@ -172,15 +178,64 @@ def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]
     found = []
     for dep in deps:
         repo = dep.get("repo-id") if isinstance(dep, dict) else None
-        if not isinstance(repo, str) or "/" not in repo:
-            raise ResolutionError(f"{where}: kernel dependency {dep!r} has no `repo-id` (org/name).")
-        if dep.get("version") is not None:
-            found.append((repo, f"v{dep['version']}"))
-        elif dep.get("revision"):
-            found.append((repo, str(dep["revision"])))
+        try:
+            names.check_repo(repo)
+        except ValueError as err:
+            raise ResolutionError(
+                f"{where}: kernel dependency {dep!r:.200} has no `repo-id` (org/name): {err}; report it to the "
+                "kernel's publisher."
+            ) from None
+        version, revision = dep.get("version"), dep.get("revision")
+        if isinstance(version, int) and not isinstance(version, bool) and 0 <= version < 10_000:
+            found.append((repo, f"v{version}"))
+        elif version is None and isinstance(revision, str) and _is_ref(revision):
+            found.append((repo, revision))
         else:
-            raise ResolutionError(f"{where}: kernel dependency on {repo} has no `version` or `revision`.")
+            raise ResolutionError(
+                f"{where}: kernel dependency on {repo} has no `version` (an integer) or `revision` (a branch, tag or "
+                "commit); report it to the kernel's publisher."
+            )
     return found
+
+
+def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[str]) -> list[str]:
+    """The version branches of ``repo`` (oldest first) with a build for every one of ``environments``."""
+    envs = [Environment.parse(env) for env in environments]
+    found = []
+    for number, commit in sorted(hub.refs(repo).versions().items()):
+        tree = hub.build_tree(repo, commit)
+        if all(env.select_variant(tree) for env in envs):
+            found.append(f"v{number}")
+    return found
+
+
+def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
+    """For a revision the repo does not have: the versions that would work on the task's environments."""
+    try:
+        refs = hub.refs(task.repo)
+        if task.rev in refs.branches or task.rev in refs.tags:
+            return None
+        usable = _versions_with_builds(hub, task.repo, sorted(map(str, task.environments)))
+    except KernlockError:
+        return None
+    others = sorted(set(refs.branches) - {f"v{n}" for n in refs.versions()}) + sorted(refs.tags)
+    message = (
+        f"{task.repo} has no revision '{task.rev}'; versions with a build for "
+        f"{', '.join(sorted(map(str, task.environments)))}: {', '.join(usable) or 'none'}"
+    )
+    if others:
+        message += f"; other branches and tags: {', '.join(others)}"
+    if usable:
+        return message + f". Pick one, e.g. `kernlock add {task.repo}@{usable[-1]}`."
+    return message + ". Declare other environments, or ask the kernel's publisher for a build."
+
+
+def _is_ref(value: str) -> bool:
+    try:
+        names.check_ref(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[LockedFile, ...]], hub: Hub) -> str:
@@ -190,12 +245,7 @@ def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[Loc
         f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}",
     ]
     try:
-        refs = hub.refs(task.repo)
-        with_build = []
-        for number, commit in sorted(refs.versions().items()):
-            names = hub.build_tree(task.repo, commit)
-            if all(Environment.parse(env).select_variant(names) for env in missing):
-                with_build.append(f"v{number}")
+        with_build = _versions_with_builds(hub, task.repo, missing)
         lines.append(f"  versions with a build for {', '.join(missing)}: {', '.join(with_build) or 'none'}")
         if with_build:
             lines.append(

@@ -5,24 +5,34 @@ The layout is the standard huggingface_hub cache, so that the kernels library fi
     {cache}/kernels--{org}--{name}/
         blobs/<etag>                                  content; etag = sha256 (LFS files) or git blob sha1
         snapshots/<commit>/build/<variant>/<path>     relative symlinks to ../../../../blobs/<etag>
+        snapshots/<commit>/build/<variant>/[<dir>/]__pycache__
+                                                      an empty FILE in every folder holding a locked .py file:
+                                                      Python can neither read nor write bytecode there
         refs/<ref>                                    the locked commit of each branch/tag the lock names
-        kernlock-receipts/<commit>/<variant>.json     per file: (size, mtime_ns, inode) -> verified hash
+        kernlock-receipts/<commit>/<variant>.json     per file: (size, mtime_ns, inode, ctime_ns) -> verified hash
     {cache}/.locks/kernels--{org}--{name}/<etag>.lock the blob locks huggingface_hub itself takes
+
+A variant folder holds exactly the locked files and those markers: anything else (a ``__pycache__`` folder, a
+stray ``.pyc``/``.so``/``.py``, a symlink that does not point at its blob) is refused by ``check_variant``,
+reported by ``verify`` and removed by ``sync``. Every path is built with :func:`kernlock.names.under`, so no
+symlink in the cache can lead a write (or a load) outside it.
 
 A file is downloaded to ``blobs/<etag>.incomplete`` (resumed if an earlier sync was interrupted), hashed, and
 only moved into place when it matches the lock. The receipt lets run-time activation check a variant with a
-few ``stat`` calls instead of re-hashing it.
+few ``stat`` calls and one listing of its folder instead of re-hashing it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import json
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,19 +42,27 @@ from huggingface_hub import constants
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import tqdm as hf_tqdm
 
+from kernlock import interrupt, names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 
-RECEIPT_VERSION = 1
+RECEIPT_VERSION = 2  # 2: the stat key has st_ctime_ns (older receipts are ignored: a re-hash, not a download)
 RECEIPTS = "kernlock-receipts"
 LARGE_FILE = 8 * 1024 * 1024  # files at least this big get a progress bar
 FILE_WORKERS = 8
 VARIANT_WORKERS = 4
 _CHUNK = 1024 * 1024
 
-OK, MISSING, MISMATCH = "ok", "missing", "mismatch"
+_MAX_RECEIPT = 16 * 1024 * 1024
+
+OK, MISSING, MISMATCH, UNEXPECTED = "ok", "missing", "mismatch", "unexpected"
+_UNVERIFIED = "unverified"  # the receipt does not vouch for the file, and the caller asked not to hash it
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+#: Files Python compiles to bytecode in ``__pycache__``: a folder holding one gets kernlock's marker file.
+_SOURCE_SUFFIXES = tuple(importlib.machinery.SOURCE_SUFFIXES)
 
 
 # -- where things live -------------------------------------------------------------------------------------
@@ -56,25 +74,58 @@ def cache_dir() -> Path:
     return Path(value).expanduser() if value else Path(constants.HF_HUB_CACHE)
 
 
+def _repo_name(repo: str) -> str:
+    return repo_folder_name(repo_id=repo, repo_type="kernel")
+
+
+def _under(root: Path, *parts: str, cache: Path | None = None) -> Path:
+    """``root/parts...`` proven to stay below ``root`` (symlinks included); IntegrityError naming the cache."""
+    try:
+        return names.under(root, *parts)
+    except ValueError as err:
+        raise IntegrityError(
+            f"the kernel cache {cache or root} holds a path that leads outside it: {err}. kernlock wrote and "
+            "loaded nothing there; remove that symlink (or point KERNELS_CACHE at another folder), then run "
+            "`kernlock sync`."
+        ) from err
+
+
 def repo_folder(repo: str, cache: Path | None = None) -> Path:
     """``{cache}/kernels--{org}--{name}``."""
-    return (cache or cache_dir()) / repo_folder_name(repo_id=repo, repo_type="kernel")
+    cache = cache or cache_dir()
+    return _under(cache, _repo_name(repo))
 
 
 def variant_path(entry: LockedKernel, variant: LockedVariant, cache: Path | None = None) -> Path:
-    """``{cache}/kernels--{org}--{name}/snapshots/{commit}/build/{variant}``: what the kernels loader imports."""
-    return repo_folder(entry.repo, cache) / "snapshots" / entry.commit / "build" / variant.name
+    """``{cache}/kernels--{org}--{name}/snapshots/{commit}/build/{variant}``: what the kernels loader imports.
+
+    IntegrityError when a symlink on the way leads outside the cache."""
+    cache = cache or cache_dir()
+    return _under(cache, _repo_name(entry.repo), "snapshots", entry.commit, "build", variant.name)
 
 
 def receipt_path(entry: LockedKernel, variant: LockedVariant, cache: Path | None = None) -> Path:
     """``{cache}/kernels--{org}--{name}/kernlock-receipts/{commit}/{variant}.json``."""
-    return repo_folder(entry.repo, cache) / RECEIPTS / entry.commit / f"{variant.name}.json"
+    cache = cache or cache_dir()
+    return _under(cache, _repo_name(entry.repo), RECEIPTS, entry.commit, f"{variant.name}.json")
+
+
+def _in_variant(root: Path, path: str, cache: Path) -> Path:
+    """``root/path`` for a path relative to a variant folder, proven to stay in it."""
+    return _under(root, *path.split("/"), cache=cache) if path else root
+
+
+def _unlink_symlink(path: Path) -> None:
+    """A symlink where kernlock writes a file is replaced, never written through."""
+    if path.is_symlink():
+        path.unlink()
 
 
 def _lock_file(repo: str, name: str, cache: Path) -> FileLock:
-    folder = cache / ".locks" / repo_folder_name(repo_id=repo, repo_type="kernel")
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / f"{name}.lock"))
+    path = _under(cache, ".locks", _repo_name(repo), f"{name}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _unlink_symlink(path)
+    return FileLock(str(path))
 
 
 # -- results -----------------------------------------------------------------------------------------------
@@ -82,13 +133,14 @@ def _lock_file(repo: str, name: str, cache: Path) -> FileLock:
 
 @dataclass(frozen=True)
 class Problem:
-    """A locked file that is missing or does not match the lock; ``str()`` is the user-facing line."""
+    """A locked file that is missing or does not match the lock, or a file in a variant folder that the lock
+    does not name; ``str()`` is the user-facing line."""
 
     repo: str
     commit: str
     variant: str
-    path: str | None  # None: the whole variant is not synced
-    kind: str  # "missing" | "mismatch" | "not synced"
+    path: str | None  # None: the whole variant is not synced; else relative to the variant folder
+    kind: str  # "missing" | "mismatch" | "unexpected" | "not synced"
     detail: str = ""
 
     def __str__(self) -> str:
@@ -118,10 +170,11 @@ class VariantResult:
     downloaded: tuple[str, ...] = ()  # paths fetched from the Hub
     repaired: tuple[str, ...] = ()  # paths that were present but did not match the lock
     downloaded_bytes: int = 0
+    removed: tuple[str, ...] = ()  # entries of the variant folder the lock does not name, removed
 
     @property
     def status(self) -> str:
-        return "repaired" if self.repaired else "downloaded" if self.downloaded else "present"
+        return "repaired" if self.repaired or self.removed else "downloaded" if self.downloaded else "present"
 
 
 @dataclass(frozen=True)
@@ -163,13 +216,23 @@ def file_hash(path: Path, algorithm: str) -> str:
 
 
 def _stat_key(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    """What a receipt records of a verified file: a rewrite with its mtime put back still changes the ctime."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
 def _read_receipt(path: Path) -> dict[str, Any]:
+    """The receipt's file records; {} when it is missing, unreadable, not a regular file or of another version."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_RECEIPT:
+                return {}
+            data = json.loads(handle.read(_MAX_RECEIPT + 1))
+    except (OSError, ValueError, RecursionError):  # an unreadable receipt only costs a re-hash
         return {}
     if not isinstance(data, dict) or data.get("receipt-version") != RECEIPT_VERSION:
         return {}
@@ -188,14 +251,18 @@ def _write_receipt(
         "variant": variant.name,
         "files": {path: records[path] for path in sorted(records)},
     }
+    path = receipt_path(entry, variant, cache)
     try:
-        write_bytes_atomic(receipt_path(entry, variant, cache), json.dumps(data, indent=1).encode())
+        _unlink_symlink(path)
+        write_bytes_atomic(path, json.dumps(data, indent=1).encode())
     except OSError:
         if strict:
             raise
 
 
 # -- inspecting a variant ----------------------------------------------------------------------------------
+
+FILE, FOLDER, MARKER = "file", "folder", "marker"
 
 
 @dataclass(frozen=True)
@@ -206,44 +273,175 @@ class _FileState:
 
 
 @dataclass(frozen=True)
+class _Extra:
+    """An entry of a variant folder that the lock does not name (``path`` "" is the variant folder itself)."""
+
+    path: str  # relative to the variant folder: what sync removes
+    detail: str
+    shown: tuple[str, ...]  # the files it holds (itself, unless a folder), for messages
+    hidden: int = 0  # files of the folder not in ``shown``
+
+
+@dataclass(frozen=True)
 class _Inspection:
+    root: Path  # the variant folder
     files: tuple[_FileState, ...]
     records: dict[str, Any]  # receipt records of every file found correct
     receipt_changed: bool
     present: bool  # anything of this variant (a file or a receipt) is in the cache
+    extras: tuple[_Extra, ...] = ()  # what the variant folder holds besides the locked files and the markers
+    markers: tuple[str, ...] = ()  # kernlock's __pycache__ marker files that are missing
 
     def bad(self, state: str) -> list[_FileState]:
         return [f for f in self.files if f.state == state]
 
     @property
     def ok(self) -> bool:
-        return all(f.state == OK for f in self.files)
+        return all(f.state == OK for f in self.files) and not self.extras
 
 
-def _inspect(entry: LockedKernel, variant: LockedVariant, cache: Path, full: bool) -> _Inspection:
-    """Check every locked file: by its receipt (stat only) where the receipt still holds, else by hashing it."""
+def _layout(variant: LockedVariant) -> dict[str, dict[str, str]]:
+    """What a synced variant folder holds: folder ("" = the variant folder) -> {name: FILE | FOLDER | MARKER}."""
+    layout: dict[str, dict[str, str]] = {"": {}}
+    for locked in variant.files:
+        *folders, name = locked.path.split("/")
+        folder = ""
+        for part in folders:
+            layout[folder][part] = FOLDER
+            folder = f"{folder}/{part}" if folder else part
+            layout.setdefault(folder, {})
+        layout[folder][name] = FILE
+        if name.endswith(_SOURCE_SUFFIXES):
+            layout[folder][names.PYCACHE] = MARKER
+    return layout
+
+
+def _markers(variant: LockedVariant) -> list[str]:
+    """Paths of the ``__pycache__`` marker files, relative to the variant folder."""
+    return [f"{folder}/{names.PYCACHE}" if folder else names.PYCACHE for folder in _folders_with_sources(variant)]
+
+
+def _folders_with_sources(variant: LockedVariant) -> list[str]:
+    return [folder for folder, entries in _layout(variant).items() if MARKER in entries.values()]
+
+
+def _listing(root: Path, layout: dict[str, dict[str, str]]) -> tuple[list[_Extra], list[str], bool]:
+    """(entries the lock does not name, missing marker files, whether the folder exists): one ``scandir`` per
+    folder of the variant, never following a symlink. Locked files themselves are checked by _inspect_file."""
+    try:
+        st = os.lstat(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return [], [], False
+    if not stat.S_ISDIR(st.st_mode):
+        what = f"a symlink to {os.readlink(root)}" if stat.S_ISLNK(st.st_mode) else "not a folder"
+        return [_Extra("", f"{what}, where the variant folder belongs", ("",))], [], True
+    extras: list[_Extra] = []
+    missing: list[str] = []
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        expected = layout.get(folder, {})
+        seen: set[str] = set()
+        try:
+            with os.scandir(root / folder if folder else root) as entries:
+                items = list(entries)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for item in items:
+            rel = f"{folder}/{item.name}" if folder else item.name
+            kind = expected.get(item.name)
+            if kind == FOLDER and item.is_dir(follow_symlinks=False):
+                pending.append(rel)
+            elif kind == MARKER and item.is_file(follow_symlinks=False):
+                if item.stat(follow_symlinks=False).st_size:
+                    extras.append(_Extra(rel, "not the empty marker file kernlock writes", (rel,)))
+                    continue
+            elif kind != FILE:  # a locked file: _inspect_file checks what it is
+                extras.append(_extra(item, rel, kind))
+                continue
+            seen.add(item.name)
+        missing += [f"{folder}/{n}" if folder else n for n, k in expected.items() if k == MARKER and n not in seen]
+    return extras, missing, True
+
+
+def _extra(item: os.DirEntry, rel: str, kind: str | None, limit: int = 10) -> _Extra:
+    """Describe an unexpected entry; for a folder, the files it holds (at most ``limit`` named)."""
+    if item.is_symlink():
+        return _Extra(rel, f"a symlink to {os.readlink(item.path)}, not in kernels.lock", (rel,))
+    if not item.is_dir(follow_symlinks=False):
+        detail = "a file where kernels.lock has a folder" if kind == FOLDER else "not in kernels.lock"
+        return _Extra(rel, detail, (rel,))
+    found: list[str] = []
+    for folder, dirs, files in os.walk(item.path):
+        here = os.path.relpath(folder, item.path)
+        prefix = rel if here == "." else f"{rel}/{here}"
+        found += [f"{prefix}/{name}" for name in sorted(files)]
+        found += [f"{prefix}/{name}" for name in sorted(dirs) if os.path.islink(os.path.join(folder, name))]
+        if not files and not dirs and here != ".":
+            found.append(f"{prefix}/")
+    shown = tuple(found[:limit]) or (f"{rel}/",)
+    detail = "not in kernels.lock" if found else "a folder not in kernels.lock"
+    if kind == MARKER:
+        detail += f" ({names.PYCACHE} must be the empty file kernlock writes, so that no bytecode is read)"
+    return _Extra(rel, detail, shown, max(0, len(found) - limit))
+
+
+def _link_target(locked: LockedFile) -> str:
+    """The symlink ``snapshots/<commit>/build/<variant>/<path>`` -> ``blobs/<etag>``, relative, as kernlock (and
+    huggingface_hub, with ``os.path.relpath``) write it: ``../../../../blobs/<etag>`` for a top-level file."""
+    return "../" * (4 + locked.path.count("/")) + f"blobs/{locked.digest}"
+
+
+def _inspect(entry: LockedKernel, variant: LockedVariant, cache: Path, full: bool, rehash: bool = True) -> _Inspection:
+    """Check the variant folder: its listing (exactly the locked files and the markers), and every locked file
+    by its receipt (stat only) where the receipt still holds, else by hashing it (``rehash``)."""
     root = variant_path(entry, variant, cache)
     receipt_file = receipt_path(entry, variant, cache)
+    blobs = _blob(entry, variant.files[0], cache).parent  # proven inside the cache; every etag is plain hex
+    extras, markers, _exists = _listing(root, _layout(variant))
     receipt = {} if full else _read_receipt(receipt_file)
-    states, records, changed, present = [], {}, False, receipt_file.exists()
+    states, records, changed = [], {}, False
+    present = bool(extras) or receipt_file.exists()
     for locked in variant.files:
-        state, record = _inspect_file(root / locked.path, locked, receipt.get(locked.path), full)
+        # The listing proved every folder of the variant a real folder, so ``root/path`` stays in it.
+        link = root.joinpath(*locked.path.split("/"))
+        state, record = _inspect_file(link, blobs / locked.digest, locked, receipt.get(locked.path), full, rehash)
         present = present or state.state != MISSING
         states.append(state)
         if record is not None:
             records[locked.path] = record
             changed = changed or record != receipt.get(locked.path)
-    return _Inspection(tuple(states), records, changed or full, present)
+    return _Inspection(root, tuple(states), records, changed or full, present, tuple(extras), tuple(markers))
 
 
-def _inspect_file(path: Path, locked: LockedFile, record: Any, full: bool) -> tuple[_FileState, dict[str, Any] | None]:
+def _inspect_file(
+    link: Path, blob: Path, locked: LockedFile, record: Any, full: bool, rehash: bool = True
+) -> tuple[_FileState, dict[str, Any] | None]:
+    """A locked file: a symlink to exactly its blob (a regular file), or a regular file (a copy, on file systems
+    without symlinks); then its receipt record, else its size and hash."""
     try:
-        st = os.stat(path)
+        st = os.lstat(link)
     except (FileNotFoundError, NotADirectoryError):
         return _FileState(locked, MISSING), None
+    path = link
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(link)
+        if target != _link_target(locked):
+            return _FileState(locked, MISMATCH, f"a symlink to {target}, not to its blob"), None
+        try:
+            st = os.lstat(blob)
+        except (FileNotFoundError, NotADirectoryError):
+            return _FileState(locked, MISSING), None
+        if not stat.S_ISREG(st.st_mode):
+            return _FileState(locked, MISMATCH, f"its blob {blob} is not a regular file"), None
+        path = blob
+    elif not stat.S_ISREG(st.st_mode):
+        return _FileState(locked, MISMATCH, "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"), None
     key = _stat_key(st)
     if not full and isinstance(record, dict) and record.get("hash") == locked.hash and record.get("stat") == key:
         return _FileState(locked, OK), record
+    if not rehash:
+        return _FileState(locked, _UNVERIFIED), None
     if st.st_size != locked.size:
         return _FileState(locked, MISMATCH, f"size {st.st_size} bytes, locked {locked.size}"), None
     actual = file_hash(path, locked.algorithm)
@@ -253,31 +451,104 @@ def _inspect_file(path: Path, locked: LockedFile, record: Any, full: bool) -> tu
 
 
 def _describe(entry: LockedKernel, variant: LockedVariant, states: list[_FileState], limit: int = 3) -> str:
-    names = ", ".join(f"{s.file.path} ({s.detail})" if s.detail else s.file.path for s in states[:limit])
+    names_ = ", ".join(f"{s.file.path} ({s.detail})" if s.detail else s.file.path for s in states[:limit])
     more = f" and {len(states) - limit} more" if len(states) > limit else ""
-    return f"{entry.repo} {variant.name} (commit {entry.commit[:12]}): {names}{more}"
+    return f"{entry.repo} {variant.name} (commit {entry.commit[:12]}): {names_}{more}"
+
+
+def _describe_extras(
+    entry: LockedKernel, variant: LockedVariant, extras: Iterable[_Extra], where: str = "", limit: int = 3
+) -> str:
+    """``repo variant (commit ...)[ where]: unexpected file build/<variant>/<path>, ...``."""
+    paths = [f"build/{variant.name}/{shown}".rstrip("/") for extra in extras for shown in extra.shown]
+    hidden = sum(extra.hidden for extra in extras) + max(0, len(paths) - limit)
+    more = f" and {hidden} more" if hidden else ""
+    noun = "file" if len(paths) == 1 and not hidden else "files"
+    head = f"{entry.repo} {variant.name} (commit {entry.commit[:12]}){where}"
+    return f"{head}: unexpected {noun} {', '.join(paths[:limit])}{more}"
+
+
+def _place_markers(root: Path, paths: Iterable[str], cache: Path, strict: bool = False) -> None:
+    """Write kernlock's empty ``__pycache__`` files (an existing entry that is not one is replaced); a read-only
+    cache is skipped unless ``strict`` (Python cannot write bytecode there either)."""
+    for rel in paths:
+        path = _in_variant(root, rel, cache)
+        try:
+            _make_marker(path)
+        except OSError:
+            if strict:
+                raise
+
+
+def _make_marker(path: Path) -> None:
+    for _attempt in range(2):
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644))
+            return
+        except FileExistsError:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                return
+            _remove(path)
+    raise FileExistsError(f"{path} keeps being recreated")
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, a symlink (never what it points to) or a folder tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _remove_extras(root: Path, extras: Iterable[_Extra], cache: Path) -> list[str]:
+    """Remove every entry of the variant folder that the lock does not name; returns their paths."""
+    removed = []
+    for extra in extras:
+        _remove(_in_variant(root, extra.path, cache))
+        removed.append(extra.path or ".")
+    return removed
+
+
+def _integrity_message(entry: LockedKernel, variant: LockedVariant, inspection: _Inspection, cache: Path) -> str:
+    parts = []
+    mismatched = inspection.bad(MISMATCH)
+    if mismatched:
+        one = len(mismatched) == 1
+        parts.append(
+            f"{_describe(entry, variant, mismatched)} in {cache} {'does' if one else 'do'} not match kernels.lock; "
+            f"run `kernlock sync` to replace {'it' if one else 'them'} (never loaded as is)."
+        )
+    if inspection.extras:
+        files = sum(len(e.shown) + e.hidden for e in inspection.extras)
+        it = "it" if files == 1 else "them"
+        parts.append(
+            f"{_describe_extras(entry, variant, inspection.extras, f' in {cache}')} not in kernels.lock; "
+            f"run `kernlock sync` to remove {it} (never loaded)."
+        )
+    return " ".join(parts)
 
 
 def check_variant(entry: LockedKernel, variant: LockedVariant, full: bool = False, cache: Path | None = None) -> Path:
-    """The variant's folder, once every file is checked against the lock: by its receipt (size, mtime,
-    inode), re-hashing a file whose receipt no longer holds, or re-hashing everything with ``full``.
+    """The variant's folder, once it holds exactly the locked files (and kernlock's ``__pycache__`` markers) and
+    every file is checked against the lock: by its receipt (size, mtime, inode, ctime), re-hashing a file whose
+    receipt no longer holds, or re-hashing everything with ``full``.
 
-    Raises IntegrityError for a file that does not match the lock, NotSyncedError for missing files.
+    Raises IntegrityError for a file that does not match the lock or that the lock does not name (or a symlink
+    that leads outside the cache), NotSyncedError for missing files. A missing marker is written.
     """
     cache = cache or cache_dir()
     inspection = _inspect(entry, variant, cache, full)
-    mismatched = inspection.bad(MISMATCH)
-    if mismatched:
-        raise IntegrityError(
-            f"{_describe(entry, variant, mismatched)} in {cache} do(es) not match kernels.lock; "
-            "run `kernlock sync` to replace it (never loaded as is)."
-        )
+    if inspection.bad(MISMATCH) or inspection.extras:
+        raise IntegrityError(_integrity_message(entry, variant, inspection, cache))
     missing = inspection.bad(MISSING)
     if missing:
         raise NotSyncedError(_not_synced_message(entry, variant, missing, cache, inspection.present))
+    if inspection.markers:
+        _place_markers(inspection.root, inspection.markers, cache)
     if inspection.receipt_changed:
         _write_receipt(entry, variant, inspection.records, cache)
-    return variant_path(entry, variant, cache)
+    return inspection.root
 
 
 def _not_synced_message(
@@ -292,19 +563,13 @@ def _not_synced_message(
 
 
 def is_synced(entry: LockedKernel, variant: LockedVariant, cache: Path | None = None) -> bool:
-    """True when the receipt vouches for every file as it is now (stat only, never hashes)."""
-    cache = cache or cache_dir()
-    receipt = _read_receipt(receipt_path(entry, variant, cache))
-    root = variant_path(entry, variant, cache)
-    for locked in variant.files:
-        record = receipt.get(locked.path)
-        try:
-            key = _stat_key(os.stat(root / locked.path))
-        except OSError:
-            return False
-        if not isinstance(record, dict) or record.get("hash") != locked.hash or record.get("stat") != key:
-            return False
-    return True
+    """True when the receipt vouches for every file as it is now and the variant folder holds nothing else
+    (stat and one listing, never hashes)."""
+    try:
+        inspection = _inspect(entry, variant, cache or cache_dir(), full=False, rehash=False)
+    except IntegrityError:
+        return False
+    return inspection.ok and not inspection.markers
 
 
 # -- fetching ----------------------------------------------------------------------------------------------
@@ -327,15 +592,17 @@ class _NoBar(hf_tqdm):
 
 
 def _blob(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:
-    return repo_folder(entry.repo, cache) / "blobs" / locked.digest
+    """``{cache}/kernels--{org}--{name}/blobs/<etag>``, proven inside the cache."""
+    return _under(cache, _repo_name(entry.repo), "blobs", locked.digest)
 
 
-def _link(blob: Path, link: Path) -> None:
-    """Point ``link`` at ``blob`` with a relative symlink (as huggingface_hub does), replacing atomically."""
+def _link(blob: Path, link: Path, target: str) -> None:
+    """Point ``link`` at ``blob`` with the relative symlink ``target`` (as huggingface_hub does), atomically."""
     link.parent.mkdir(parents=True, exist_ok=True)
-    target = os.path.relpath(blob, link.parent)
     if link.is_symlink() and os.readlink(link) == target:
         return
+    if link.is_dir() and not link.is_symlink():  # a folder where the lock has a file
+        shutil.rmtree(link)
     tmp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         os.symlink(target, tmp)
@@ -371,17 +638,22 @@ def _install_file(
 ) -> int:
     """Make ``snapshots/.../<path>`` point at a verified blob; returns the bytes downloaded (0: blob reused)."""
     blob = _blob(entry, locked, cache)
+    link = _in_variant(variant_path(entry, variant, cache), locked.path, cache)
     downloaded = 0
     with _lock_file(entry.repo, locked.digest, cache):
         reusable = (
-            blob.is_file() and blob.stat().st_size == locked.size and file_hash(blob, locked.algorithm) == locked.hash
+            not blob.is_symlink()  # a blob is a regular file; a symlink is replaced, never followed
+            and blob.is_file()
+            and blob.stat().st_size == locked.size
+            and file_hash(blob, locked.algorithm) == locked.hash
         )
         if not reusable:
             incomplete = blob.with_name(blob.name + ".incomplete")
+            _unlink_symlink(incomplete)  # never download through a symlink
             _download_verified(hub, entry, variant, locked, incomplete, bar)
             os.replace(incomplete, blob)
             downloaded = locked.size
-    _link(blob, variant_path(entry, variant, cache) / locked.path)
+    _link(blob, link, _link_target(locked))
     return downloaded
 
 
@@ -393,19 +665,24 @@ def _fetch_variant(
     pool: ThreadPoolExecutor,
     bar: type,
 ) -> VariantResult:
-    """Under the variant's file lock: check, then fetch exactly the files that are missing or wrong."""
+    """Under the variant's file lock: check; remove what the lock does not name; fetch exactly the files that are
+    missing or wrong; write the ``__pycache__`` markers."""
     with _lock_file(entry.repo, f"kernlock-{entry.commit}-{variant.name}", cache):
         inspection = _inspect(entry, variant, cache, full=False)
+        root = inspection.root
+        removed = _remove_extras(root, inspection.extras, cache)
+        if removed:  # a removed folder may have held (links to) locked files: look again
+            inspection = _inspect(entry, variant, cache, full=False)
         todo = [s for s in inspection.files if s.state != OK]
         futures: dict[str, Future[int]] = {
             s.file.path: pool.submit(_install_file, hub, entry, variant, s.file, cache, bar) for s in todo
         }
         sizes = _gather(futures)
+        _place_markers(root, _markers(variant), cache, strict=True)
         records = dict(inspection.records)
-        root = variant_path(entry, variant, cache)
         for path in futures:
             locked = next(f for f in variant.files if f.path == path)
-            records[path] = {"hash": locked.hash, "stat": _stat_key(os.stat(root / path))}
+            records[path] = {"hash": locked.hash, "stat": _stat_key(os.stat(_in_variant(root, path, cache)))}
         if todo or inspection.receipt_changed:
             _write_receipt(entry, variant, records, cache, strict=True)
     return VariantResult(
@@ -417,29 +694,31 @@ def _fetch_variant(
         tuple(sorted(p for p, size in sizes.items() if size)),
         tuple(sorted(s.file.path for s in todo if s.state == MISMATCH)),
         sum(sizes.values()),
+        tuple(removed),
     )
 
 
 def _gather(futures: dict[str, Future[Any]]) -> dict[str, Any]:
-    """Wait for every future (so nothing is left running), then raise the first failure."""
-    results, error = {}, None
-    for key, future in futures.items():
-        try:
-            results[key] = future.result()
-        except BaseException as err:
-            error = error or err
-    if error is not None:
-        raise error
-    return results
+    """Every future's result. On the first failure, what has not started is cancelled and what runs is waited for
+    (so no task outlives the call), then the failure is raised; an interrupt propagates at once."""
+    _done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
+    failed = next((f for f in futures.values() if f.done() and not f.cancelled() and f.exception()), None)
+    if failed is not None:
+        for future in pending:
+            future.cancel()
+        wait(pending)
+        raise failed.exception()  # type: ignore[misc]
+    return {key: future.result() for key, future in futures.items()}
 
 
 def _write_ref(entry: LockedKernel, cache: Path) -> None:
     """``refs/<ref>`` = the locked commit, so kernels' offline ``version=N`` lookup finds the locked build."""
     if entry.ref == entry.commit or not entry.ref or ".." in entry.ref.split("/"):
         return
-    path = repo_folder(entry.repo, cache) / "refs" / entry.ref
+    path = _under(cache, _repo_name(entry.repo), "refs", *entry.ref.split("/"))
     try:
-        if path.is_file() and path.read_text().strip() == entry.commit:
+        _unlink_symlink(path)
+        if path.is_file() and path.stat().st_size <= 64 and path.read_text().strip() == entry.commit:
             return
         write_bytes_atomic(path, entry.commit.encode())
     except OSError:
@@ -468,7 +747,8 @@ def ensure_variant(
     except (NotSyncedError, IntegrityError):
         if offline or constants.HF_HUB_OFFLINE:
             raise
-    with ThreadPoolExecutor(FILE_WORKERS) as pool:
+    interrupt.reset()  # a load after an interrupted one (library use) fetches again
+    with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
             result = _fetch_variant(entry, variant, hub or Hub(), cache, pool, _NoBar)
         except OSError as err:
@@ -536,7 +816,7 @@ def _sync_online(
         return _fetch_variant(entry, variant, hub, cache, files, bar)
 
     try:
-        with ThreadPoolExecutor(FILE_WORKERS) as files, ThreadPoolExecutor(VARIANT_WORKERS) as variants:
+        with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
             futures = {f"{e.repo} {v.name}": variants.submit(one, e, v) for e, v in pairs}
             return list(_gather(futures).values())
     except OSError as err:
@@ -544,38 +824,42 @@ def _sync_online(
 
 
 def _check_offline(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> list[VariantResult]:
-    """Check every target without any request; one error lists everything missing or corrupt."""
-    results, missing, corrupt = [], [], []
+    """Check every target without any request; one error lists everything missing, corrupt or unexpected."""
+    results, missing, corrupt, unexpected = [], [], [], []
     for entry, variant in pairs:
         inspection = _inspect(entry, variant, cache, full=False)
         corrupt += [_describe(entry, variant, [s]) for s in inspection.bad(MISMATCH)]
+        if inspection.extras:
+            unexpected.append(_describe_extras(entry, variant, inspection.extras))
         absent = inspection.bad(MISSING)
         if absent:
             missing.append(_describe(entry, variant, absent) if inspection.present else f"{entry.repo} {variant.name}")
         if inspection.ok:
+            if inspection.markers:
+                _place_markers(inspection.root, inspection.markers, cache)
             if inspection.receipt_changed:
                 _write_receipt(entry, variant, inspection.records, cache)
-            results.append(
-                VariantResult(
-                    entry.repo, entry.commit, variant.name, variant_path(entry, variant, cache), len(variant.files)
-                )
-            )
-    if corrupt or missing:
-        parts = ([f"do not match kernels.lock: {'; '.join(corrupt)}"] if corrupt else []) + (
-            [f"not in the cache: {'; '.join(missing)}"] if missing else []
+            results.append(VariantResult(entry.repo, entry.commit, variant.name, inspection.root, len(variant.files)))
+    if corrupt or missing or unexpected:
+        parts = (
+            ([f"locked files that do not match kernels.lock: {'; '.join(corrupt)}"] if corrupt else [])
+            + ([f"files that kernels.lock does not name: {'; '.join(unexpected)}"] if unexpected else [])
+            + ([f"locked files not in the cache: {'; '.join(missing)}"] if missing else [])
         )
-        error = IntegrityError if corrupt else NotSyncedError
+        error = IntegrityError if corrupt or unexpected else NotSyncedError
         raise error(
-            f"offline sync into {cache} found locked files that {' | '.join(parts)}; "
-            "run `kernlock sync` online (without --offline, HF_HUB_OFFLINE unset) to download or replace them."
+            f"offline sync into {cache} found {' | '.join(parts)}; run `kernlock sync` online (without "
+            "--offline, HF_HUB_OFFLINE unset) to download, replace or remove them."
         )
     return results
 
 
 def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None = None) -> VerifyResult:
-    """Re-hash every locked variant present in the cache; the variants ``environments`` load must be present.
+    """Re-hash every locked variant present in the cache and list its folder; the variants ``environments`` load
+    must be present.
 
-    Returns the problems (empty: all intact) and refreshes the receipts of intact variants.
+    Returns the problems (empty: all intact: every locked file matches, and no variant folder holds a file the
+    lock does not name) and refreshes the receipts (and ``__pycache__`` markers) of intact variants.
     """
     cache = cache or cache_dir()
     required = {(e.repo, e.commit, v.name) for e, v in targets(lock, environments or [])}
@@ -603,6 +887,16 @@ def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None
                 problems.append(
                     Problem(entry.repo, entry.commit, variant.name, state.file.path, state.state, state.detail)
                 )
+        for extra in inspection.extras:
+            problems += [
+                Problem(entry.repo, entry.commit, variant.name, shown or ".", UNEXPECTED, extra.detail)
+                for shown in extra.shown
+            ]
+            if extra.hidden:
+                detail = f"{extra.hidden} more file(s) not in kernels.lock"
+                problems.append(Problem(entry.repo, entry.commit, variant.name, f"{extra.path}/", UNEXPECTED, detail))
         if inspection.ok:
+            if inspection.markers:
+                _place_markers(inspection.root, inspection.markers, cache)
             _write_receipt(entry, variant, inspection.records, cache)
     return VerifyResult(problems, checked, files, cache)

@@ -58,3 +58,32 @@ def project(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="session")
+def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder outside every cache and project: hostile paths in tests point into it (see ``outside``)."""
+    root = tmp_path_factory.mktemp("sentinel")
+    (root / "keep").mkdir()
+    (root / "keep" / "file.txt").write_text("must stay as it is\n")
+    return root
+
+
+def _tree(root: Path) -> list[tuple[str, int, bytes]]:
+    return sorted(
+        (str(p.relative_to(root)), p.lstat().st_mode, p.read_bytes() if p.is_file() else b"") for p in root.rglob("*")
+    )
+
+
+@pytest.fixture(autouse=True)
+def _sentinel_untouched(sentinel: Path) -> Iterator[None]:
+    """Every test: nothing kernlock did may create, change or remove anything in the sentinel tree."""
+    before = _tree(sentinel)
+    yield
+    assert _tree(sentinel) == before, "kernlock wrote outside its cache or project (into the sentinel tree)"
+
+
+@pytest.fixture
+def outside(sentinel: Path) -> Path:
+    """A path in the sentinel tree for hostile input to name (an absolute path, the target of a symlink)."""
+    return sentinel / "outside"

@@ -539,6 +539,42 @@ def test_truncated_body(server: HubServer, world: World) -> None:
     assert fetch(f"{server.url}/kernels/acme/relu/resolve/v1/build/torch-cpu/_relu.abi3.so")[2] == world.so_v1
 
 
+def test_rewrite_changes_the_real_answer(server: HubServer, world: World) -> None:
+    refs_url = f"{server.url}/api/kernels/acme/relu/refs"
+    so_url = f"{server.url}/kernels/acme/relu/resolve/v1/build/torch-cpu/_relu.abi3.so"
+
+    def hostile_refs(status: int, headers: list[tuple[str, str]], body: bytes) -> tuple[int, list, bytes]:
+        data = json.loads(body)
+        data["branches"][0]["targetCommit"] = "/tmp/evil"
+        return status, headers, json.dumps(data).encode()
+
+    server.faults.rewrite(hostile_refs, match="/refs", times=1)
+    status, headers, body = fetch(refs_url)
+    assert status == 200 and json.loads(body)["branches"][0]["targetCommit"] == "/tmp/evil"
+    assert headers["Content-Length"] == str(len(body))  # recomputed for the new body
+    assert json.loads(fetch(refs_url)[2])["branches"][0]["targetCommit"] != "/tmp/evil"  # times=1: used up
+
+    server.faults.rewrite(lambda status, headers, body: (203, headers, body[::-1]), match="_relu")  # every time
+    for _ in range(2):
+        status, headers, body = fetch(so_url)
+        assert (status, body) == (203, world.so_v1[::-1])
+    assert fetch(so_url, method="HEAD")[1]["Content-Length"] == str(len(world.so_v1))
+    server.faults.clear()
+
+    # a Content-Length of its own: announced as given, then the connection is closed
+    longer = str(len(world.so_v1) + 10)
+    server.faults.rewrite(lambda s, h, b: (s, [*h, ("Content-Length", longer)], b), match="_relu", times=1)
+    with pytest.raises(http.client.IncompleteRead), urllib.request.urlopen(so_url, timeout=10) as resp:
+        resp.read()
+    server.faults.rewrite(lambda s, h, b: (s, [*h, ("Content-Length", "5")], b), match="_relu", times=1)
+    status, headers, body = fetch(so_url)
+    assert (status, body, headers["Connection"]) == (200, world.so_v1[:5], "close")
+    assert fetch(so_url)[2] == world.so_v1  # the server answers normally afterwards
+    assert [e.status for e in server.log.snapshot()[-4:]] == [203, 200, 200, 200]  # the HEAD was rewritten too
+    with pytest.raises(TypeError):
+        server.faults.rewrite("not callable")  # type: ignore[arg-type]
+
+
 def test_client_retries_and_raises_on_injected_faults(server: HubServer, world: World, tmp_path: Path) -> None:
     server.faults.status(500, match="/tree/")
     server.faults.status(503, times=None, match="/revision/v2")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode
 
-__all__ = ["ConnectionDropped", "Faults", "HubServer", "Request", "RequestLog", "make_app"]
+__all__ = ["ConnectionDropped", "Faults", "HubServer", "Request", "RequestLog", "Transform", "make_app"]
 
 _T = TypeVar("_T")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -102,6 +102,11 @@ class ConnectionDropped(Exception):
     """Raised by the app to ask the HTTP server to close the connection without answering."""
 
 
+Headers = list[tuple[str, str]]
+#: ``transform(status, headers, body) -> (status, headers, body)`` of :meth:`Faults.rewrite`.
+Transform = Callable[[int, Headers, bytes], tuple[int, Headers, bytes]]
+
+
 @dataclass
 class _Rule:
     kind: str
@@ -110,6 +115,7 @@ class _Rule:
     code: int = 0
     retry_after: float | None = None
     seconds: float = 0.0
+    transform: Transform | None = None
 
     def matches(self, path: str) -> bool:
         return self.pattern is None or self.pattern.search(path) is not None
@@ -153,6 +159,19 @@ class Faults:
         """Send the real headers (full Content-Length), then half the body, then close."""
         self._add(_Rule("truncate", times, self._compile(match)))
 
+    def rewrite(self, transform: Transform, match: str | None = None, times: int | None = None) -> None:
+        """Rewrite the real answer before it is sent: ``transform(status, headers, body)`` gets the status, the
+        headers (without Content-Length) and the whole body (JSON bytes or file bytes; a HEAD gets the GET's body
+        to rewrite, and sends only the headers) and returns ``(status, headers, body)``.
+
+        Content-Length is set to the new body's length, unless the returned headers carry one of their own: then
+        it is sent as given, so a test can announce one length and send another (the connection is closed after
+        such an answer). ``times=None`` (the default here) rewrites every matching request until :meth:`clear`.
+        """
+        if not callable(transform):
+            raise TypeError(f"transform must be callable, not {transform!r}")
+        self._add(_Rule("rewrite", times, self._compile(match), transform=transform))
+
     def clear(self) -> None:
         """Remove all rules."""
         with self._lock:
@@ -164,7 +183,7 @@ class Faults:
             return sum(r.seconds for r in self._rules if r.kind == "latency" and r.matches(path))
 
     def take(self, path: str) -> _Rule | None:
-        """The first status/drop/truncate rule matching ``path``, consuming one of its ``times``."""
+        """The first status/drop/truncate/rewrite rule matching ``path``, consuming one of its ``times``."""
         with self._lock:
             for rule in self._rules:
                 if rule.kind == "latency" or not rule.matches(path):
@@ -679,12 +698,30 @@ class HubApp:
             self.log.add(Request(call.method, call.full_path, 0, started))
             raise ConnectionDropped(call.full_path)
         response = self._fault_response(rule) if rule and rule.kind == "status" else self.answer(call)
+        if rule is not None and rule.kind == "rewrite":
+            response = self._rewritten(rule, response)
         self.log.add(Request(call.method, call.full_path, response.status, started))
-        headers = [*response.headers, ("Content-Length", str(response.content_length))]
+        headers = list(response.headers)
+        if not any(k.lower() == "content-length" for k, _ in headers):
+            headers.append(("Content-Length", str(response.content_length)))
         start_response(_status_line(response.status), headers)
         if call.method == "HEAD":
             return []
         return response.truncated() if rule is not None and rule.kind == "truncate" else response.chunks()
+
+    @staticmethod
+    def _rewritten(rule: _Rule, response: _Response) -> _Response:
+        """The answer as ``rule.transform`` rewrites it; a Content-Length of its own that does not match the body
+        closes the connection after the answer."""
+        assert rule.transform is not None
+        status, headers, body = rule.transform(response.status, list(response.headers), b"".join(response.chunks()))
+        if not isinstance(status, int) or not isinstance(body, (bytes, bytearray)):
+            raise TypeError("a rewrite transform must return (int status, [(name, value)] headers, bytes body)")
+        headers = [(str(k), str(v)) for k, v in headers]
+        declared = [v for k, v in headers if k.lower() == "content-length"]
+        if declared and declared[0].strip() != str(len(body)):
+            headers = [(k, v) for k, v in headers if k.lower() != "connection"] + [("Connection", "close")]
+        return _Response(status, headers, bytes(body))
 
     @staticmethod
     def _fault_response(rule: _Rule) -> _Response:
@@ -1020,13 +1057,17 @@ class _Handler(BaseHTTPRequestHandler):
         first = next((c for c in chunks if c), b"")
         status = int(state["status"].split()[0])
         headers = state["headers"]
-        declared = next((int(v) for k, v in headers if k.lower() == "content-length"), None)
+        length = next((v.strip() for k, v in headers if k.lower() == "content-length"), None)
+        declared = int(length) if length is not None and length.isdigit() else None
         bodyless = self.command == "HEAD" or status in (204, 304) or status < 200
         if declared is None and not bodyless:
             self.close_connection = True
+        asked_close = any(k.lower() == "connection" and v.lower() == "close" for k, v in headers)
+        if asked_close:  # e.g. a rewritten answer whose Content-Length differs from its body
+            self.close_connection = True
         head = [f"HTTP/1.1 {state['status']}", f"Server: {self.server_version}"]
         head += [f"Date: {self.date_time_string()}", *(f"{k}: {v}" for k, v in headers)]
-        if self.close_connection:
+        if self.close_connection and not asked_close:
             head.append("Connection: close")
         payload = b"" if bodyless else first
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
@@ -1035,7 +1076,7 @@ class _Handler(BaseHTTPRequestHandler):
             if chunk and not bodyless:
                 self.wfile.write(chunk)
                 sent += len(chunk)
-        if not bodyless and declared is not None and sent < declared:
+        if not bodyless and declared is not None and sent != declared:
             self.close_connection = True
 
 
