@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -138,6 +140,7 @@ def _run(args: argparse.Namespace, work: Path) -> int:
         run("dead endpoint (connection refused)", "lock", endpoint=dead)
         run("dead endpoint (connection refused)", "sync", endpoint=dead)
         server.faults.clear()
+        stops = _interrupts(server, work, repos, base)
 
     print(
         f"{len(repos)} kernels of one org, 1 environment ({CPU_VARIANT}), .so of {args.so_mib:g} MiB; every row is "
@@ -152,7 +155,60 @@ def _run(args: argparse.Namespace, work: Path) -> int:
         if not name.startswith("none"):
             ok = ok and code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and wall < 20
     print(f"goal: every faulted row exits 1 with one `error:` line within 20 s: {'PASS' if ok else 'FAIL'}")
+    print()
+    print("interrupt to exit (the Hub answers every request after 2 s, so requests and downloads are in flight)")
+    print(f"{'signal':10}{'command':>8}{'runs':>5}{'exit codes':>12}{'median s':>10}{'max s':>8}")
+    for (signame, command), (codes, waits) in stops.items():
+        print(
+            f"{signame:10}{command:>8}{len(waits):>5}{','.join(sorted(set(map(str, codes)))):>12}"
+            f"{statistics.median(waits):>10.3f}{max(waits):>8.3f}"
+        )
+        ok = ok and set(codes) == {128 + getattr(signal, signame)} and max(waits) < 1.0
+    print(f"goal: SIGINT/SIGTERM end the command within 1 s with exit 130/143: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def _interrupts(
+    server: Any, work: Path, repos: list[str], base: dict[str, str], runs: int = 5
+) -> dict[tuple[str, str], tuple[list[int], list[float]]]:
+    """Send SIGINT/SIGTERM to `lock` and `sync` while requests are in flight; seconds from the signal to exit."""
+    from kernlock.testing.fixtures import CPU_VARIANT
+
+    results: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+    for signame in ("SIGINT", "SIGTERM"):
+        for command in ("lock", "sync"):
+            codes, waits = [], []
+            for i in range(runs):
+                folder = work / f"stop-{signame}-{command}-{i}"
+                project = folder / "project"
+                project.mkdir(parents=True)
+                (project / "pyproject.toml").write_text(
+                    f'[tool.kernlock]\nenvironments = ["{CPU_VARIANT}"]\n\n[tool.kernlock.kernels]\n'
+                    + "".join(f'"{r}" = "v1"\n' for r in repos)
+                )
+                env = {
+                    **base,
+                    "HF_HOME": str(folder / "hf-home"),
+                    "HF_HUB_CACHE": str(folder / "hf-cache"),
+                    "KERNLOCK_CACHE": str(folder / "kernlock-cache"),
+                }
+                cli = [sys.executable, "-m", "kernlock", command, "--project", str(project)]
+                server.faults.clear()
+                if command == "sync":
+                    subprocess.run([*cli[:3], "lock", *cli[4:]], env=env, capture_output=True, check=True)
+                server.faults.latency(2.0)
+                started = time.time()
+                proc = subprocess.Popen(cli, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                while proc.poll() is None and not any(r.started >= started for r in server.log.snapshot()):
+                    time.sleep(0.01)
+                time.sleep(0.3)
+                sent = time.perf_counter()
+                proc.send_signal(getattr(signal, signame))
+                codes.append(proc.wait(timeout=60))
+                waits.append(time.perf_counter() - sent)
+            results[(signame, command)] = (codes, waits)
+    server.faults.clear()
+    return results
 
 
 if __name__ == "__main__":

@@ -10,16 +10,39 @@ from pathlib import Path
 
 from packaging.version import Version
 
-SUPPORTED_KERNELS = "kernels 0.17.2 (>=0.17.2,<0.18)"
-INSTALL_KERNELS = "`pip install 'kernels==0.17.2'`"
-SUPPORTED_TRANSFORMERS = "transformers 5.20 - 5.22 (tested: 5.22.2)"
+SUPPORTED_KERNELS = "kernels >= 0.15.2 (tested: 0.15.2, 0.16.2, 0.17.2)"
+INSTALL_KERNELS = "`pip install -U kernlock` (a kernlock that knows this loader)"
+SUPPORTED_TRANSFORMERS = "transformers 5.13 - 5.22 with the kernels they accept; 5.23+ with kernels >= 0.18.2"
 INSTALL_PAIR = "`pip install 'transformers==5.22.2' 'kernels==0.17.2'`"
 SUPPORTED = {
-    "kernels": "0.17.2",
-    "transformers": "5.20 - 5.22 (tested: 5.22.2)",
-    "huggingface_hub": "2.4 (tested: 2.4.0)",
+    "kernels": ">= 0.15.2 (tested: 0.15.2, 0.16.2, 0.17.2)",
+    "transformers": "5.13 - 5.24 (tested: 5.13.1, 5.16.1, 5.20.2, 5.22.2, 5.24.0)",
+    "huggingface_hub": "1.10 - 2.x (tested: 1.33.0, 2.4.0)",
     "torch": "2.13.0 on the CPU; any torch the kernels loader supports",
 }
+#: The kernels range each transformers generation accepts (from each release's metadata and its own
+#: KERNELS_MIN/MAX_VERSION); used when the installed transformers does not declare the constants.
+GENERATIONS: tuple[tuple[str, str, str, str], ...] = (
+    # transformers from, transformers below, kernels minimum, kernels below
+    ("5.13", "5.15", "0.15.2", "0.16.0"),
+    ("5.15", "5.20", "0.16.0", "0.17.0"),
+    ("5.20", "5.23", "0.17.2", "0.18.0"),
+    ("5.23", "6.0", "0.18.2", "0.19.0"),
+)
+#: kernels 0.14 moved to `kernel`-type repositories; older loaders read the `model`-type ones the Hub retired.
+FIRST_KERNEL_REPO_LOADER = Version("0.14")
+
+
+def legacy_loader() -> str | None:
+    """A message when the installed kernels predates `kernel`-type repositories (None otherwise)."""
+    version = installed("kernels")
+    if version is None or Version(version) >= FIRST_KERNEL_REPO_LOADER:
+        return None
+    return (
+        f"kernels {version} loads `model`-type kernel repositories, which the Hub no longer serves for kernels: "
+        "kernlock does not support it. Upgrade to kernels >= 0.15.2 with transformers >= 5.13, e.g. "
+        f"{INSTALL_PAIR}."
+    )
 
 
 def installed(name: str) -> str | None:
@@ -50,8 +73,8 @@ class Gate:
         found = f"kernels {self.kernels}" if self.kernels else "no kernels package"
         return (
             f"transformers {self.transformers} only uses kernels >={self.minimum},<{self.maximum}, but {found} is "
-            "installed: every Hub kernel path in transformers is silently OFF. Install a matching pair, e.g. "
-            f"{INSTALL_PAIR}."
+            f"installed: every Hub kernel path in transformers is silently OFF. Install `kernels>={self.minimum},"
+            f"<{self.maximum}` if your index has it, or a matching pair, e.g. {INSTALL_PAIR}."
         )
 
 
@@ -67,8 +90,10 @@ def transformers_gate() -> Gate | None:
     high = re.search(r'^KERNELS_MAX_VERSION\s*=\s*"([^"]+)"', text, re.M)
     if low and high:
         minimum, maximum = low.group(1), high.group(1)
-    elif Version(version) >= Version("5.23"):
-        minimum, maximum = "0.18.2", "0.19.0"
     else:
-        minimum, maximum = "0.17.2", "0.18.0"
+        release = Version(version)
+        found = [g for g in GENERATIONS if Version(g[0]) <= release < Version(g[1])]
+        if not found:
+            return None  # transformers <= 5.12 (model-type kernel repos): see legacy_loader()
+        minimum, maximum = found[0][2], found[0][3]
     return Gate(version, installed("kernels"), minimum, maximum)

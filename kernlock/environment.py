@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -94,9 +94,11 @@ def _parse_environment(text: str) -> variants.ArchVariant:
 
 @dataclass(frozen=True, order=True)
 class Environment:
-    """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS."""
+    """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS; optionally the
+    kernels loader version installed there (``kernels``), which a build's ``kernels-minver`` is checked against."""
 
     name: str
+    kernels: Version | None = field(default=None, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> Environment:
@@ -120,6 +122,10 @@ class Environment:
 
     def __str__(self) -> str:
         return self.name
+
+    def declared(self) -> str | dict[str, str]:
+        """How pyproject declares it: the string, or ``{name, kernels}`` when it names its loader version."""
+        return self.name if self.kernels is None else {"name": self.name, "kernels": str(self.kernels)}
 
     @property
     def torch(self) -> Version:

@@ -31,6 +31,7 @@ and at most 15 s of waiting.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -44,7 +45,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import quote
 
-import httpx2
 from huggingface_hub import HfApi, constants, get_session, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
@@ -60,6 +60,19 @@ from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import HubError, IntegrityError, KernlockError, NotFoundError, SpecError, UnknownRevisionError
 from kernlock.lockfile import LockedFile
 from kernlock.variants import check_variant_name
+
+
+def _http_client() -> Any:
+    """The HTTP package huggingface_hub's session is made of: httpx2 for huggingface_hub 2.x, httpx for 1.x (the
+    same API under two names; both may be installed, so ask the installed huggingface_hub)."""
+    import huggingface_hub
+
+    major = int(huggingface_hub.__version__.split(".")[0])
+    return importlib.import_module("httpx2" if major >= 2 else "httpx")
+
+
+httpx = _http_client()
+
 
 T = TypeVar("T")
 REPO_TYPE = "kernel"
@@ -106,7 +119,7 @@ class _Retry(Exception):
     """A fault of the transfer that is worth a retry (a body shorter than announced, a resume the Hub refused)."""
 
 
-_NETWORK_FAULTS = (httpx2.TransportError, ConnectionError, TimeoutError, _Retry)
+_NETWORK_FAULTS = (httpx.TransportError, ConnectionError, TimeoutError, _Retry)
 
 
 class Hub:
@@ -339,7 +352,7 @@ class Hub:
                 self._stream(response, handle, have, size, expected, what, url, tqdm_class, label)
 
     def _check_resume(
-        self, response: httpx2.Response, what: str, url: str, have: int, size: int | None, handle: BinaryIO
+        self, response: httpx.Response, what: str, url: str, have: int, size: int | None, handle: BinaryIO
     ) -> None:
         """A 206 answer must continue at byte ``have`` of a file of ``size`` bytes."""
         match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", response.headers.get("Content-Range", "").strip())
@@ -351,7 +364,7 @@ class Hub:
 
     def _stream(
         self,
-        response: httpx2.Response,
+        response: httpx.Response,
         handle: BinaryIO,
         have: int,
         size: int | None,
@@ -417,7 +430,7 @@ class Hub:
 
     def _get_response(
         self, url: str, limit: int, what: str, params: dict[str, str] | None = None
-    ) -> tuple[bytes, httpx2.Response]:
+    ) -> tuple[bytes, httpx.Response]:
         with get_session().stream("GET", url, params=params, headers=self._headers(), timeout=_timeout()) as response:
             hf_raise_for_status(response)
             declared = _content_length(response)
@@ -445,7 +458,7 @@ class Hub:
     ) -> Iterator[Any]:
         """The entries of a paginated listing (``Link: <next>; rel="next"``), one request (and budget) per page;
         at most MAX_LISTING entries and MAX_PAGES pages; a next page must be on the endpoint's host."""
-        origin = httpx2.URL(self.endpoint)
+        origin = httpx.URL(self.endpoint)
         page_url = url
         count = 0
         for pages in range(MAX_PAGES + 1):
@@ -470,7 +483,7 @@ class Hub:
             yield from items
             if not link:
                 return
-            following = httpx2.URL(page_url).join(link)
+            following = httpx.URL(page_url).join(link)
             if (following.scheme, following.host, following.port) != (origin.scheme, origin.host, origin.port):
                 raise self._invalid(f"a next page on another host ({_show(str(following))}) for {what}", url)
             page_url = str(following)
@@ -498,7 +511,7 @@ class Hub:
         while True:
             self._raise_if_failed()
             attempt += 1
-            response: httpx2.Response | None = None
+            response: httpx.Response | None = None
             started = time.monotonic()
             try:
                 return fn()
@@ -527,13 +540,13 @@ class Hub:
                     f"{what}: the Hub is needed but HF_HUB_OFFLINE is set; run this once online, "
                     "or `kernlock sync` before going offline."
                 ) from err
-            except httpx2.UnsupportedProtocol as err:
+            except httpx.UnsupportedProtocol as err:
                 raise HubError(
                     f"cannot reach the Hub at {self.endpoint} ({_one_line(err)}); check HF_ENDPOINT."
                 ) from err
             except _NETWORK_FAULTS as err:
                 fault = err
-            if isinstance(fault, httpx2.TimeoutException):  # a silent Hub costs the budget the time it took
+            if isinstance(fault, httpx.TimeoutException):  # a silent Hub costs the budget the time it took
                 with self._lock:
                     self._waited += time.monotonic() - started
             delay, spent = self._next_wait(attempt, response)
@@ -541,7 +554,7 @@ class Hub:
                 raise self._give_up(label or what, fault, attempt, spent) from fault
             interrupt.sleep(delay)
 
-    def _next_wait(self, attempt: int, response: httpx2.Response | None) -> tuple[float | None, bool]:
+    def _next_wait(self, attempt: int, response: httpx.Response | None) -> tuple[float | None, bool]:
         """Seconds to wait before the next attempt, or None to give up (and whether the command's budget is why)."""
         if attempt > self.retries:
             return None, False
@@ -579,7 +592,7 @@ class Hub:
             error: KernlockError = HubError(
                 f"the Hub at {self.endpoint} answered HTTP {status} for {what} {tried}; {hint}."
             )
-        elif isinstance(fault, (httpx2.ConnectError, httpx2.ConnectTimeout)):
+        elif isinstance(fault, (httpx.ConnectError, httpx.ConnectTimeout)):
             error = HubError(
                 f"cannot reach the Hub at {self.endpoint} ({type(fault).__name__}: {_one_line(fault)}) {tried}; check "
                 "the network or HF_ENDPOINT. Already-synced kernels still load: `kernlock sync --offline`."
@@ -718,7 +731,7 @@ def _file_from_cache(path: Path) -> bytes | None:
         return None
 
 
-def _content_length(response: httpx2.Response) -> int | None:
+def _content_length(response: httpx.Response) -> int | None:
     """The body's length as announced (None when unknown or the body is encoded)."""
     value = response.headers.get("Content-Length")
     if value is None or not value.strip().isdigit():
@@ -728,7 +741,7 @@ def _content_length(response: httpx2.Response) -> int | None:
     return int(value)
 
 
-def _retry_after(response: httpx2.Response | None) -> float | None:
+def _retry_after(response: httpx.Response | None) -> float | None:
     """``Retry-After`` in seconds (a number or an HTTP date), None when absent or unreadable."""
     value = response.headers.get("Retry-After") if response is not None else None
     if not value:
@@ -743,9 +756,9 @@ def _retry_after(response: httpx2.Response | None) -> float | None:
         return None
 
 
-def _timeout() -> httpx2.Timeout:
+def _timeout() -> httpx.Timeout:
     """huggingface_hub's download timeout (``HF_HUB_DOWNLOAD_TIMEOUT``) between bytes; 10 s to connect."""
-    return httpx2.Timeout(float(constants.HF_HUB_DOWNLOAD_TIMEOUT), connect=10.0)
+    return httpx.Timeout(float(constants.HF_HUB_DOWNLOAD_TIMEOUT), connect=10.0)
 
 
 def _quote(value: str) -> str:

@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from packaging.version import InvalidVersion, Version
+
 from kernlock import interrupt, names
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
@@ -113,6 +115,13 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     missing = sorted(str(env) for env, variant in chosen.items() if variant is None)
     if missing:
         raise ResolutionError(_no_build_message(task, missing, tree, hub))
+    too_old = _loader_conflicts(hub, task.repo, commit, chosen)
+    if too_old:
+        usable = _versions_with_builds(hub, task.repo, task.environments)
+        raise ResolutionError(
+            f"{task.repo}@{task.rev} ({commit[:12]}): " + "; ".join(too_old) + ". Upgrade kernels there (and the "
+            f"declared version), or pin a version whose builds it loads: {', '.join(usable) or 'none'}."
+        )
     variants = []
     by_variant: dict[str, list[str]] = {}
     for env, name in chosen.items():
@@ -151,21 +160,50 @@ def _dependencies(
     """Kernel dependencies declared in the chosen variants' metadata.json, as tasks for their environments."""
     found: dict[tuple[str, str], _Task] = {}
     for name in sorted({v for v in chosen.values() if v}):
-        if not any(f.path == "metadata.json" for f in tree[name]):
+        metadata = _metadata(hub, task.repo, commit, name, tree)
+        if metadata is None:
             continue
-        try:
-            metadata = json.loads(hub.read_file(task.repo, commit, f"build/{name}/metadata.json"))
-        except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
-            raise ResolutionError(
-                f"{task.repo}@{commit[:12]}: build/{name}/metadata.json is not JSON; report it to the kernel's "
-                "publisher."
-            ) from err
         envs = {env for env, v in chosen.items() if v == name}
         where = f"{task.repo}@{commit[:12]} build/{name}/metadata.json"
         for repo, rev in _declared_dependencies(metadata, where):
             sub = found.setdefault((repo, rev), _Task(repo, rev, set(), required_by={task.repo}))
             sub.environments |= envs
     return list(found.values())
+
+
+def _metadata(hub: Hub, repo: str, commit: str, name: str, tree: dict[str, tuple[LockedFile, ...]]) -> object:
+    """The parsed ``build/<name>/metadata.json`` at ``commit`` (None when the variant has none)."""
+    if not any(f.path == "metadata.json" for f in tree[name]):
+        return None
+    try:
+        return json.loads(hub.read_file(repo, commit, f"build/{name}/metadata.json"))
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+        raise ResolutionError(
+            f"{repo}@{commit[:12]}: build/{name}/metadata.json is not JSON; report it to the kernel's publisher."
+        ) from err
+
+
+def _loader_conflicts(hub: Hub, repo: str, commit: str, chosen: dict[Environment, str | None]) -> list[str]:
+    """Environments that declare a kernels version older than their chosen build's ``kernels-minver``."""
+    tree = hub.build_tree(repo, commit)
+    found = []
+    for env, name in sorted(chosen.items(), key=lambda item: item[0].name):
+        if env.kernels is None or name is None:
+            continue
+        metadata = _metadata(hub, repo, commit, name, tree)
+        raw = metadata.get("kernels-minver") if isinstance(metadata, dict) else None
+        if raw is None:
+            continue
+        try:
+            minver = Version(str(raw)[:32])
+        except InvalidVersion:
+            raise ResolutionError(
+                f"{repo}@{commit[:12]} build/{name}/metadata.json: `kernels-minver` {raw!r:.40} is not a version; "
+                "report it to the kernel's publisher."
+            ) from None
+        if env.kernels < minver:
+            found.append(f"{env} declares kernels {env.kernels}, but its build {name} needs kernels >= {minver}")
+    return found
 
 
 def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]]:
@@ -198,13 +236,15 @@ def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]
     return found
 
 
-def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[str]) -> list[str]:
-    """The version branches of ``repo`` (oldest first) with a build for every one of ``environments``."""
-    envs = [Environment.parse(env) for env in environments]
+def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[Environment]) -> list[str]:
+    """The version branches of ``repo`` (oldest first) with a build every one of ``environments`` loads (its
+    declared kernels version included)."""
+    envs = list(environments)
     found = []
     for number, commit in sorted(hub.refs(repo).versions().items()):
         tree = hub.build_tree(repo, commit)
-        if all(env.select_variant(tree) for env in envs):
+        chosen = {env: env.select_variant(tree) for env in envs}
+        if all(chosen.values()) and not _loader_conflicts(hub, repo, commit, chosen):
             found.append(f"v{number}")
     return found
 
@@ -215,7 +255,7 @@ def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
         refs = hub.refs(task.repo)
         if task.rev in refs.branches or task.rev in refs.tags:
             return None
-        usable = _versions_with_builds(hub, task.repo, sorted(map(str, task.environments)))
+        usable = _versions_with_builds(hub, task.repo, task.environments)
     except KernlockError:
         return None
     others = sorted(set(refs.branches) - {f"v{n}" for n in refs.versions()}) + sorted(refs.tags)
@@ -245,7 +285,7 @@ def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[Loc
         f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}",
     ]
     try:
-        with_build = _versions_with_builds(hub, task.repo, missing)
+        with_build = _versions_with_builds(hub, task.repo, [e for e in task.environments if str(e) in missing])
         lines.append(f"  versions with a build for {', '.join(missing)}: {', '.join(with_build) or 'none'}")
         if with_build:
             lines.append(
@@ -343,11 +383,14 @@ def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
     versions = sorted((n for n in refs.versions() if n >= 1), reverse=True)
     lacking: list[str] = []
     for number in versions:
-        tree = hub.build_tree(repo, refs.versions()[number])
-        missing = [str(env) for env in environments if env.select_variant(tree) is None]
-        if not missing:
+        commit = refs.versions()[number]
+        tree = hub.build_tree(repo, commit)
+        chosen = {env: env.select_variant(tree) for env in environments}
+        missing = [str(env) for env, name in chosen.items() if name is None]
+        too_old = [] if missing else _loader_conflicts(hub, repo, commit, chosen)
+        if not missing and not too_old:
             return f"v{number}"
-        lacking.append(f"v{number} lacks {', '.join(missing)}")
+        lacking.append(f"v{number} lacks {', '.join(missing)}" if missing else f"v{number}: {'; '.join(too_old)}")
     if not versions:
         only = ", ".join(f"v{n}" for n in refs.versions()) or "no version branches"
         raise ResolutionError(

@@ -508,3 +508,51 @@ def test_removing_trust_is_checked_again_on_the_next_lock(
     write_pyproject(project, f'"{catalog.untrusted}" = "v1"\n', environments=[CPU_ENV])
     with pytest.raises(ResolutionError, match="not mark as a trusted kernel publisher"):
         api.lock(project, hub=fresh_hub(hub))
+
+
+def test_a_build_that_needs_a_newer_loader_than_an_environment_declares(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path
+):
+    """`kernels-minver` in a build's metadata.json against `{ name, kernels }` environments: refused at lock time
+    naming both versions, skipped by `add` without a revision, fine where the loader is new enough or not declared."""
+    repo_id = own_repo(catalog, {"v1": [CPU_ENV], "v2": [CPU_ENV]})
+    metadata = {"name": "x", "version": 2, "backend": {"type": "cpu"}, "kernels-minver": "0.18.0"}
+    catalog.repo(repo_id).upload_files("v2", {f"build/{CPU_ENV}/metadata.json": json.dumps(metadata).encode()})
+
+    def declare(loader: str | None, kernels: str) -> None:
+        env = f'"{CPU_ENV}"' if loader is None else f'{{ name = "{CPU_ENV}", kernels = "{loader}" }}'
+        (project / "pyproject.toml").write_text(
+            f"[tool.kernlock]\nenvironments = [{env}]\n\n[tool.kernlock.kernels]\n{kernels}"
+        )
+
+    declare("0.17.2", f'"{repo_id}" = "v2"\n')
+    with pytest.raises(ResolutionError, match=r"declares kernels 0\.17\.2, but its build .* needs kernels >= 0\.18\.0"):
+        api.lock(project, hub=fresh_hub(hub))
+    with pytest.raises(ResolutionError, match=r"pin a version whose builds it loads: v1\."):
+        api.lock(project, hub=fresh_hub(hub))
+    assert not (project / "kernels.lock").exists()
+
+    declare("0.17.2", "")
+    assert api.add(project, [repo_id], hub=fresh_hub(hub)).added == {repo_id: "v1"}  # v2 is skipped
+
+    for loader in ("0.18.1", None):
+        declare(loader, f'"{repo_id}" = "v2"\n')
+        assert entry(api.lock(project, hub=fresh_hub(hub)).lock, repo_id, CPU_ENV).requested == "v2"
+
+
+def test_declared_loader_counts_in_the_requirements_hash(project: Path):
+    from kernlock import project as projects
+
+    (project / "pyproject.toml").write_text(f'[tool.kernlock]\nenvironments = ["{CPU_ENV}"]\n')
+    plain = projects.load(project).requires_hash()
+    (project / "pyproject.toml").write_text(f'[tool.kernlock]\nenvironments = [{{ name = "{CPU_ENV}" }}]\n')
+    assert projects.load(project).requires_hash() == plain  # the same environment, written as a table
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernlock]\nenvironments = [{{ name = "{CPU_ENV}", kernels = "0.16.2" }}]\n'
+    )
+    assert projects.load(project).requires_hash() != plain
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernlock]\nenvironments = [{{ name = "{CPU_ENV}", kernels = "new" }}]\n'
+    )
+    with pytest.raises(ProjectError, match=r'`kernels` must be the kernels version installed there, like "0\.17\.2"'):
+        projects.load(project)

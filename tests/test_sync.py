@@ -371,3 +371,18 @@ def test_add_syncs_unless_no_sync(user_env: dict[str, str], hub: HubServer, proj
     assert added.returncode == 0, added.stderr
     assert f"downloaded {ACTIVATION} {CPU_ENV}" in added.stdout
     assert "synced 1 variant of 1 kernel" in added.stdout
+
+
+def test_signature_files_are_locked_and_synced_with_their_variant(
+    user_env: dict[str, str], hub: HubServer, project: Path
+):
+    """kernels is starting to validate `metadata.json.sigstore` at load: it is locked, hashed and synced beside the
+    metadata.json it signs, so that validation finds exactly what the publisher signed."""
+    lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
+    entry, variant = _entry_variant(lock, ACTIVATION)
+    signed = {f.path: f for f in variant.files}
+    assert {"metadata.json", "metadata.json.sigstore"} <= set(signed)
+    api.sync(project, progress=False)
+    folder = syncing.variant_path(entry, variant)
+    for name in ("metadata.json", "metadata.json.sigstore"):
+        assert syncing.file_hash(folder / name, signed[name].algorithm) == signed[name].hash
