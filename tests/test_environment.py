@@ -9,6 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import DIFF_NOARCH
+from helpers import diff_pool as _diff_pool
+from helpers import random_system as _random_system
 from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from kernels.variants import parse_variant, resolve_variant
@@ -217,47 +220,6 @@ def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
 
 
 # -- kernlock's own rule (kernlock.variants) against the installed loader's ---------------------------------
-
-DIFF_TORCHES = ["28", "29", "210", "211", "212", "213"]
-DIFF_BACKENDS = [
-    *["cpu", "metal", "neuron", "tpu"],
-    *["cu118", "cu120", "cu126", "cu128", "cu129", "cu130", "cu132"],
-    *["rocm63", "rocm64", "rocm71", "xpu20253", "xpu20260", "cann80", "cann81"],
-]
-DIFF_PLATFORMS = [("x86_64", "linux"), ("aarch64", "linux"), ("aarch64", "darwin"), ("x86_64", "windows")]
-DIFF_NOARCH = [f"torch-{b}" for b in variants.NOARCH_BACKENDS]
-
-
-def _diff_pool() -> dict[tuple[str, str], list[str]]:
-    """Every arch name form (torch tagged and tagless, stable ABI, tvm-ffi) per (cpu, os)."""
-    pool: dict[tuple[str, str], list[str]] = {}
-    for cpu, os in DIFF_PLATFORMS:
-        arch = [f"{b}-{cpu}-{os}" for b in DIFF_BACKENDS]
-        names = [f"torch{t}{abi}-{a}" for t in DIFF_TORCHES for abi in ("-cxx11", "-cxx98", "") for a in arch]
-        names += [f"torch-stable-abi{t}-{a}" for t in DIFF_TORCHES for a in arch]
-        names += [f"tvm-ffi{v}-{a}" for v in ("01", "02", "10") for a in arch]
-        pool[(cpu, os)] = names
-    return pool
-
-
-def _random_system(rng: random.Random) -> dict:
-    cpu, os = rng.choice(DIFF_PLATFORMS)
-    # The loader passes no ABI off Linux; once in a while the facts are odd anyway.
-    abi = rng.choice([True, True, False]) if os == "linux" else rng.choice([None] * 9 + [True])
-    return {
-        "backend": rng.choice(
-            ["metal", "metal", "cpu", *DIFF_BACKENDS]
-            if os == "darwin"
-            else [*DIFF_BACKENDS, "cu129", "cu129", "cu130", "cpu", "cann80"]
-        ),
-        "cpu": cpu,
-        "os": os,
-        "torch_version": rng.choice([*(Version(f"{t[0]}.{t[1:]}") for t in DIFF_TORCHES), None]),
-        "torch_cxx11_abi": abi,
-        "tvm_ffi_version": rng.choice([None, None, Version("0.1"), Version("0.2"), Version("1.0")]),
-        "macos_version": rng.choice([None, Version("15.5"), Version("26.0"), Version("26.1")]),
-        "free_threaded": rng.random() < 0.08,
-    }
 
 
 def test_rule_equals_the_installed_loaders_rule_over_generated_cases(monkeypatch, caplog) -> None:
