@@ -216,7 +216,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
 
 def env_report(root: Path | None = None) -> dict:
     """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
-    from kernlock.compat import SUPPORTED, installed, transformers_gate
+    from kernlock.compat import SUPPORTED, installed, legacy_loader, transformers_gate
 
     environment = str(detect())
     report: dict = {
@@ -227,6 +227,20 @@ def env_report(root: Path | None = None) -> dict:
     gate = transformers_gate()
     if gate is not None:
         report["transformers_gate"] = {"ok": gate.ok, "message": gate.message()}
+    unsupported = legacy_loader()
+    if unsupported is not None:
+        report["unsupported_loader"] = unsupported
+    # The installed loader's generation (probed: imports kernels, not torch) and what kernlock covers with it.
+    from kernlock import loaders
+
+    probe = loaders.probe()
+    report["loader"] = {"generation": probe.generation, "kernels": probe.kernels}
+    if probe.missing:
+        report["loader"]["missing"] = list(probe.missing)
+    gated = None
+    if gate is not None and not gate.ok:
+        gated = f"transformers {gate.transformers} loads no Hub kernel with kernels {gate.kernels} (its version gate)"
+    report["load_paths"] = loaders.load_paths(probe.generation, gated)
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
     if project.lockfile.exists():

@@ -154,9 +154,29 @@ def env(as_json: bool, project_dir: Path | None) -> None:
     click.echo(f"environment: {report['environment']}")
     for name, version in report["versions"].items():
         click.echo(f"{name}: {version or 'not installed'}")
+    if report.get("unsupported_loader"):
+        click.secho(f"WARNING: {report['unsupported_loader']}", fg="yellow")
     gate = report.get("transformers_gate")
     if gate:
         click.secho(("ok: " if gate["ok"] else "WARNING: ") + gate["message"], fg=None if gate["ok"] else "yellow")
+    loader = report["loader"]
+    if loader["generation"] is None:
+        click.echo("loader: kernels is not installed")
+    elif loader["generation"] == "unknown":
+        click.secho(
+            f"loader: kernels {loader['kernels']} (unknown generation: lacks {', '.join(loader.get('missing', []))}); "
+            "activation pins locked kernels through LOCAL_KERNELS only; upgrade kernlock: `pip install -U kernlock`",
+            fg="yellow",
+        )
+    else:
+        click.echo(f"loader: kernels {loader['kernels']} ({loader['generation']} generation)")
+    if report["load_paths"]:
+        click.echo("load paths:")
+    for row in report["load_paths"]:
+        label = "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
+        click.echo(f"  {label:<12}{row['path']}: {row['how']}")
+    if report["kernels"]:
+        click.echo("locked kernels, variant here:")
     for row in report["kernels"]:
         click.echo(f"  {row['repo']}: {row['variant'] or 'NOT LOCKED for this environment'}")
     if report.get("lock_error"):

@@ -1,153 +1,87 @@
-"""Hooks into the ``kernels`` library: every Hub kernel load of a locked repo gets the locked, verified build.
+"""The run-time policy for Hub kernel loads, shared by every loader adapter (docs/activation.md).
 
-Two choke points that every Hub load of kernels 0.17 passes, patched at class / module level so that name
-bindings made before activation (``transformers`` binds ``kernels.get_kernel`` at import) are covered too:
+Which seams of the ``kernels`` library are hooked depends on its generation, found by probing
+(:mod:`kernlock.loaders`): the resolver classes of kernels 0.17, the module globals of ``kernels/utils.py`` in
+kernels 0.15/0.16, or — for a loader kernlock does not recognise — the official ``LOCAL_KERNELS`` switch. What a
+load of a locked repo gets is decided here, in one place, whatever the adapter:
 
-* ``resolve`` of the four Hub resolvers (``HubResolver``, ``HubCacheResolver`` and the ``Locked*`` pair used
-  by ``get_locked_kernel``/``load_kernel``/``LockedLayerRepository``). ``get_kernel``, ``has_kernel``,
-  ``install_kernel``, ``LayerRepository.load`` and a kernel's own ``kernel-depends`` (resolved recursively
-  through the same resolver) all end there. For a locked repo the hook answers with the verified local build
-  (a ``LocalKernel``): no refs lookup, no trust check, no download. Local resolvers (``LOCAL_KERNELS``,
-  ``get_local_kernel``) run before the Hub resolvers and are left alone.
-* ``kernels._versions.resolve_version_spec_as_ref`` (``version=N`` -> a commit), which ``LayerRepository`` /
-  ``FuncRepository`` call before loading: a locked repo answers with the locked commit, without the network.
+* :func:`locate` — the locked entry for this environment, the strict/warn policy (unlocked repos, revisions the
+  lock does not satisfy, another backend), and the verified variant folder (fetched exactly when not synced);
+* :func:`locked_entry` — the same policy for a seam that only needs to know whether a repo is locked;
+* :func:`locked_builds` — every locked build of this environment, verified (the ``LOCAL_KERNELS`` fallback);
+* :func:`install` — probe and install the adapter, then check kernels that were loaded before activation.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from kernlock import runtime
-from kernlock.compat import INSTALL_KERNELS, SUPPORTED_KERNELS
-from kernlock.errors import ActivationError, HubError, NotSyncedError
+from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lockfile import Lock, LockedKernel, LockedVariant
 
 logger = logging.getLogger("kernlock")
 
-_RESOLVERS = ("HubResolver", "HubCacheResolver", "LockedHubResolver", "LockedHubCacheResolver")
-_MARK = "__kernlock_hook__"
 _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retries connection errors)
 
 
-# -- installation ---------------------------------------------------------------------------------------------
-
-
-#: (module, attribute path) of everything kernlock patches or relies on; checked when the hooks install.
-NEEDED = (
-    *(("kernels.resolver", f"{name}.resolve") for name in _RESOLVERS),
-    ("kernels._versions", "resolve_version_spec_as_ref"),
-    ("kernels.layer.layer", "LayerRepository._resolve_revision.cache_clear"),
-    ("kernels.layer.func", "FuncRepository._resolve_revision.cache_clear"),
-    ("kernels.resolver", "LocalKernel"),
-    ("kernels.resolver", "RemoteKernel"),
-    ("kernels.variants", "parse_variant"),
-    ("kernels._rust", "Metadata.read_from_file"),
-    ("kernels.backends", "_backend"),
-    ("kernels", "get_loaded_kernels"),
-)
-
-
-def _find(module: str, path: str) -> Any:
-    """``module.path`` or None."""
-    try:
-        found: Any = importlib.import_module(module)
-        for name in path.split("."):
-            found = getattr(found, name)
-    except (ImportError, AttributeError):
-        return None
-    return found
-
-
 def install(kernels: ModuleType) -> None:
-    """Patch the choke points (once); fail loudly when this kernels version lacks one of them."""
-    missing = [f"{module}.{path}" for module, path in NEEDED if _find(module, path) is None]
-    if missing:
-        version = getattr(kernels, "__version__", "?")
-        raise ActivationError(
-            f"kernlock cannot hook kernels {version}: it lacks {', '.join(missing)}. kernlock supports "
-            f"{SUPPORTED_KERNELS}; install it with {INSTALL_KERNELS}."
-        )
-    from kernels import _versions, resolver
-    from kernels.layer import func, layer
+    """Hook the installed ``kernels`` (probing its generation; falling back to ``LOCAL_KERNELS`` for a loader
+    kernlock does not know), then check kernels that were loaded before activation."""
+    from kernlock import loaders
 
-    if not getattr(_versions.resolve_version_spec_as_ref, _MARK, False):
-        for name in _RESOLVERS:
-            cls = getattr(resolver, name)
-            cls.resolve = _hook_resolve(cls.resolve)
-        _versions.resolve_version_spec_as_ref = _hook_version_ref(_versions.resolve_version_spec_as_ref)
-    # Revisions resolved before activation must not survive it.
-    layer.LayerRepository._resolve_revision.cache_clear()
-    func.FuncRepository._resolve_revision.cache_clear()
+    loaders.install(kernels)
     _check_preloaded(kernels)
 
 
-def _hook_resolve(original: Any) -> Any:
-    @functools.wraps(original)
-    def resolve(self: Any, *, api: Any, backend: str | None, kernel: Any) -> Any:
-        if runtime.settings() is None:
-            return original(self, api=api, backend=backend, kernel=kernel)
-        version, revision = _requested(self, kernel)
-        location = locate(kernel.repo_id, version=version, revision=revision, backend=backend)
-        if location is None:  # unlocked, warn mode
-            return original(self, api=api, backend=backend, kernel=kernel)
-        return location
-
-    setattr(resolve, _MARK, True)
-    return resolve
+# -- the state of one activation ------------------------------------------------------------------------------
 
 
-def _hook_version_ref(original: Any) -> Any:
-    @functools.wraps(original)
-    def resolve_version_spec_as_ref(repo_id: str, version_spec: int, local_files_only: bool) -> Any:
-        if runtime.settings() is None:
-            return original(repo_id, version_spec, local_files_only)
-        entry = _locked_entry(repo_id, f"version={version_spec}")
-        if entry is None:
-            return original(repo_id, version_spec, local_files_only)
-        _note_version(repo_id, version_spec, entry)
-        from huggingface_hub.hf_api import GitRefInfo
+@dataclass(frozen=True)
+class Located:
+    """A locked build, verified: what a load of ``entry.repo`` gets here."""
 
-        return GitRefInfo(name=entry.ref, ref=f"refs/heads/{entry.ref}", target_commit=entry.commit)
-
-    setattr(resolve_version_spec_as_ref, _MARK, True)
-    return resolve_version_spec_as_ref
-
-
-def _requested(resolver: Any, kernel: Any) -> tuple[int | None, str | None]:
-    """(version, revision) a load asks for; for kernels' own lock resolvers, the commit in that lock."""
-    locks = getattr(resolver, "kernel_locks", None)
-    if locks is not None:
-        lock = locks.get(kernel, None)
-        if lock is not None:
-            return None, lock.commit
-    version = getattr(kernel.version, "version", None)
-    return (version, None) if version is not None else (None, kernel.version.revision)
-
-
-# -- the policy -----------------------------------------------------------------------------------------------
+    entry: LockedKernel
+    variant: LockedVariant
+    path: Path
 
 
 class _State:
     """What one activation derived: the parsed lock, this environment, verified builds, warnings given."""
 
-    def __init__(self, generation: int, lock: Lock, environment: str, backend: str) -> None:
+    def __init__(self, generation: int, lock: Lock, environment: str, backend: str | None) -> None:
         self.generation = generation
         self.lock = lock
         self.environment = environment
         self.backend = backend
         self.verified: dict[tuple[str, str, str], Path] = {}
+        self.origins: dict[Path, LockedKernel] = {}
         self.warned: set[str] = set()
 
 
 _state: _State | None = None
 _guard = threading.RLock()
+#: ``LOCAL_KERNELS`` entries kernlock itself set (the fallback): not a user's override.
+pinned_by_kernlock: dict[str, str] = {}
+
+
+def active() -> bool:
+    """True when kernlock is activated in this process."""
+    return runtime.settings() is not None
+
+
+def _backend_name() -> str | None:
+    try:
+        from kernels.backends import _backend
+
+        return str(_backend().name)
+    except Exception:  # a loader without this probe: backend= arguments are then not compared
+        return None
 
 
 def _current() -> _State:
@@ -155,15 +89,13 @@ def _current() -> _State:
     global _state
     with _guard:
         if _state is None or _state.generation != runtime.generation:
-            from kernels.backends import _backend
-
             from kernlock import lockfile
             from kernlock.environment import detect
 
             settings = runtime.settings()
             assert settings is not None
             _state = _State(
-                runtime.generation, lockfile.read(settings.lockfile, canonical=False), str(detect()), _backend().name
+                runtime.generation, lockfile.read(settings.lockfile, canonical=False), str(detect()), _backend_name()
             )
             _warn_local_overrides(_state)
         return _state
@@ -172,7 +104,9 @@ def _current() -> _State:
 def _warn_local_overrides(state: _State) -> None:
     """LOCAL_KERNELS (kernels' developer switch) wins over the lock, unverified: say so."""
     value = os.environ.get("LOCAL_KERNELS", "")
-    overridden = sorted({item.split("=", 1)[0] for item in value.split(":") if "=" in item} & set(state.lock.repos))
+    items = dict(item.split("=", 1) for item in value.split(":") if "=" in item)
+    mine = {repo for repo, path in items.items() if pinned_by_kernlock.get(repo) == path}
+    overridden = sorted((set(items) - mine) & set(state.lock.repos))
     if overridden:
         logger.warning(
             "kernlock: LOCAL_KERNELS overrides kernels.lock for %s: loaded from local folders, unverified.",
@@ -185,14 +119,20 @@ def _strict() -> bool:
     return settings is None or settings.mode == "strict"
 
 
-def _warn_once(state: _State, key: str, message: str) -> None:
+def warn_once(key: str, message: str) -> None:
+    """Log ``message`` once per activation (the key says what it is about)."""
+    state = _current()
     if key not in state.warned:
         state.warned.add(key)
         logger.warning("kernlock: %s", message)
 
 
-def _locked_entry(repo: str, asked: str) -> LockedKernel | None:
-    """The entry serving ``repo`` here; None for an unlocked repo in warn mode; ActivationError otherwise."""
+# -- the policy -----------------------------------------------------------------------------------------------
+
+
+def locked_entry(repo: str, asked: str) -> LockedKernel | None:
+    """The entry serving ``repo`` here; None for an unlocked repo in warn mode; ActivationError otherwise
+    (an unlocked repo in strict mode, or this environment not in the lock). ``asked`` words the request."""
     state = _current()
     settings = runtime.settings()
     assert settings is not None
@@ -202,16 +142,20 @@ def _locked_entry(repo: str, asked: str) -> LockedKernel | None:
         )
         if _strict():
             raise ActivationError(message)
-        _warn_once(state, f"unlocked:{repo}", message + " Loading it unlocked and unverified, as kernels would.")
+        warn_once(f"unlocked:{repo}", message + " Loading it unlocked and unverified, as kernels would.")
         return None
     entry = state.lock.entry_for(repo, state.environment)
     if entry is None or entry.variant_for(state.environment) is None:
-        covered = ", ".join(state.lock.environments) or "none"
-        raise ActivationError(
-            f"{settings.lockfile} does not cover this environment, {state.environment} (it covers: {covered}); "
-            f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`.'
-        )
+        raise ActivationError(_not_covered(state, settings.lockfile))
     return entry
+
+
+def _not_covered(state: _State, lockfile: str) -> str:
+    covered = ", ".join(state.lock.environments) or "none"
+    return (
+        f"{lockfile} does not cover this environment, {state.environment} (it covers: {covered}); "
+        f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`.'
+    )
 
 
 def satisfies(entry: LockedKernel, revision: str) -> bool:
@@ -224,7 +168,8 @@ def satisfies(entry: LockedKernel, revision: str) -> bool:
     return len(revision) >= 7 and entry.commit.startswith(revision.lower())
 
 
-def _note_version(repo: str, version: int, entry: LockedKernel) -> None:
+def note_version(repo: str, version: int, entry: LockedKernel) -> None:
+    """Log (info) that ``version=N`` gets the locked build when N is not the locked branch."""
     if entry.ref == f"v{version}":
         return
     via = "" if entry.ref == entry.requested else f" via {entry.ref}"
@@ -248,29 +193,38 @@ def _check_revision(repo: str, revision: str, entry: LockedKernel) -> None:
     )
     if _strict():
         raise ActivationError(message)
-    _warn_once(_current(), f"revision:{repo}@{revision}", message + " Loading the locked build.")
+    warn_once(f"revision:{repo}@{revision}", message + " Loading the locked build.")
 
 
-def locate(repo: str, *, version: int | None, revision: str | None, backend: str | None = None) -> Any:
-    """The verified local build of a locked ``repo`` as a kernels ``LocalKernel`` (None: unlocked, warn mode)."""
+def locate(
+    repo: str, *, version: int | None = None, revision: str | None = None, backend: str | None = None
+) -> Located | None:
+    """The verified local build of a locked ``repo`` (None: unlocked, warn mode). Raises ActivationError,
+    NotSyncedError or IntegrityError with the message the user needs."""
     asked = f"version={version}" if version is not None else f"revision={revision}"
-    entry = _locked_entry(repo, asked)
+    entry = locked_entry(repo, asked)
     if entry is None:
         return None
     if version is not None:
-        _note_version(repo, version, entry)
+        note_version(repo, version, entry)
     elif revision is not None:
         _check_revision(repo, revision, entry)
     state = _current()
-    if backend is not None and backend != state.backend:
+    if backend is not None and state.backend is not None and backend != state.backend:
         raise ActivationError(
             f"{repo} is asked for backend={backend!r}, but kernels.lock locks the {state.environment} build "
             f"here; drop the backend argument, or lock an environment with that backend in [tool.kernlock]."
         )
     variant = entry.variant_for(state.environment)
     assert variant is not None
-    path = _verified_path(state, entry, variant)
-    return _local_kernel(entry, variant, path)
+    return Located(entry, variant, _verified_path(state, entry, variant))
+
+
+def origin_of(path: object) -> LockedKernel | None:
+    """The locked entry whose verified folder is ``path`` (a folder kernlock handed to the loader), else None."""
+    if not active() or not isinstance(path, (str, os.PathLike)):
+        return None
+    return _current().origins.get(Path(path))
 
 
 def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -> Path:
@@ -299,28 +253,49 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
                     f"be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
                 ) from err
         state.verified[key] = path
+        state.origins[path] = entry
         return path
 
 
-def _local_kernel(entry: LockedKernel, variant: LockedVariant, path: Path) -> Any:
-    """A kernels ``LocalKernel`` for the build at ``path``, with its Hub origin (repo, commit) recorded."""
-    from kernels._rust import Metadata
-    from kernels.resolver import LocalKernel, RemoteKernel
-    from kernels.variants import parse_variant
+def locked_builds() -> tuple[dict[str, Path], dict[str, str]]:
+    """Every repo locked for this environment -> its verified folder (fetched when not synced), and the repos
+    that cannot be served -> why (the message of the error a load would raise)."""
+    state = _current()
+    settings = runtime.settings()
+    assert settings is not None
+    builds: dict[str, Path] = {}
+    problems: dict[str, str] = {}
+    for repo in state.lock.repos:
+        entry = state.lock.entry_for(repo, state.environment)
+        variant = entry.variant_for(state.environment) if entry is not None else None
+        if entry is None or variant is None:
+            problems[repo] = _not_covered(state, settings.lockfile)
+            continue
+        try:
+            builds[repo] = _verified_path(state, entry, variant)
+        except KernlockError as err:
+            problems[repo] = str(err)
+    return builds, problems
 
-    metadata = Metadata.read_from_file(path / "metadata.json")
-    origin = RemoteKernel(entry.repo, entry.commit, metadata, parse_variant(variant.name))
-    return LocalKernel(variant_path=path, metadata=metadata, origin=origin)
+
+def strict() -> bool:
+    """True in strict mode (the default)."""
+    return _strict()
 
 
 def _check_preloaded(kernels: ModuleType) -> None:
     """A locked repo that kernels loaded before activation must be the locked build."""
-    loaded = [k for k in kernels.get_loaded_kernels() if k.repo_info is not None]
-    if not loaded or runtime.settings() is None:
+    if runtime.settings() is None:
+        return
+    try:
+        loaded = [k for k in kernels.get_loaded_kernels() if getattr(k, "repo_info", None) is not None]
+        seen = [(str(k.repo_info.repo_id), str(k.repo_info.revision)) for k in loaded]
+    except Exception:  # a loader without this registry: nothing to check
+        return
+    if not seen:
         return
     state = _current()
-    for item in loaded:
-        repo, commit = item.repo_info.repo_id, item.repo_info.revision
+    for repo, commit in seen:
         entry = state.lock.entry_for(repo, state.environment)
         if entry is None or entry.commit == commit:
             continue
@@ -330,4 +305,4 @@ def _check_preloaded(kernels: ModuleType) -> None:
         )
         if _strict():
             raise ActivationError(message)
-        _warn_once(state, f"preloaded:{repo}", message)
+        warn_once(f"preloaded:{repo}", message)

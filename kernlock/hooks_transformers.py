@@ -16,8 +16,8 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from kernlock.compat import INSTALL_PAIR, SUPPORTED_TRANSFORMERS
-from kernlock.errors import ActivationError, KernlockError
+from kernlock.compat import SUPPORTED_TRANSFORMERS
+from kernlock.errors import KernlockError
 
 logger = logging.getLogger("kernlock")
 
@@ -26,16 +26,22 @@ _MARK = "__kernlock_hook__"
 
 
 def install(modeling_utils: ModuleType) -> None:
-    """Wrap the attention check (once); fail loudly when this transformers version lacks it."""
+    """Wrap the attention check (once). A transformers without it still loads the locked builds (every Hub load goes
+    through the kernels hooks); only kernlock's error messages may then reach the user rewrapped: say so once."""
     model = getattr(modeling_utils, "PreTrainedModel", None)
     method = getattr(model, _METHOD, None)
     if method is None:
         import transformers
 
-        raise ActivationError(
-            f"kernlock cannot hook transformers {transformers.__version__}: it lacks PreTrainedModel.{_METHOD}. "
-            f"kernlock supports {SUPPORTED_TRANSFORMERS}; install a supported pair with {INSTALL_PAIR}."
+        logger.warning(
+            "kernlock: transformers %s has no PreTrainedModel.%s: locked builds still load, but kernlock's errors "
+            "may reach you rewrapped by transformers. kernlock is tested with %s; upgrade kernlock for this one.",
+            transformers.__version__,
+            _METHOD,
+            SUPPORTED_TRANSFORMERS,
         )
+        _warn_if_gated()
+        return
     if not getattr(method, _MARK, False):
         setattr(model, _METHOD, surface_kernlock_errors(method))
     _warn_if_gated()

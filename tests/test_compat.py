@@ -31,3 +31,22 @@ def test_env_command_shows_the_gate(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"environment: {detect()}\n")
     assert "ok: transformers 5.22.2 uses kernels 0.17.2" in result.output
+
+
+def test_a_loader_older_than_kernel_repositories_is_named_unsupported(tmp_path) -> None:
+    """kernels <= 0.13 (transformers <= 5.12) reads `model`-type kernel repos the Hub retired: `kernlock env` says so.
+    The old release is simulated by its installed metadata, found first on the path as pip's would be."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    dist = tmp_path / "site" / "kernels-0.12.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kernels\nVersion: 0.12.0\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    code = "import json; from kernlock import api; print(json.dumps(api.env_report(None)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    message = json.loads(out.stdout.splitlines()[-1])["unsupported_loader"]
+    assert "kernels 0.12.0 loads `model`-type kernel repositories" in message and "kernels >= 0.15.2" in message

@@ -86,3 +86,13 @@ def test_python_blocks_compile(path: Path, block: str) -> None:
 def test_readme_links_exist() -> None:
     for target in re.findall(r"\]\(((?:docs/)?[\w./-]+\.md)\)", (ROOT / "README.md").read_text()):
         assert (ROOT / target).exists(), target
+
+
+def test_readme_supported_versions_table_is_generated_from_the_matrix() -> None:
+    from supported_versions import README, render, updated
+
+    text = README.read_text()
+    assert updated(text, render()) == text, (
+        "README.md's supported-versions table disagrees with tests/compat/matrix.toml: "
+        "run `python scripts/supported_versions.py`"
+    )

@@ -1,0 +1,192 @@
+"""Loader adapters: which seams of the installed ``kernels`` library kernlock hooks, chosen by probing them.
+
+Each generation of the kernels loader routes Hub loads through different internals. An adapter names the seams
+it needs (attributes, the parameters they take, the globals a call chain looks up) and is chosen when all of
+them are present — never by version string:
+
+* ``resolver`` (kernels 0.17): :mod:`kernlock.loaders.resolver_gen`;
+* ``utils`` (kernels 0.15, 0.16): :mod:`kernlock.loaders.utils_gen`;
+* anything else (``unknown``), or an adapter that fails to install: :mod:`kernlock.loaders.fallback` pins the
+  locked, verified builds through the official ``LOCAL_KERNELS`` switch and says once what it cannot cover.
+
+What a locked load gets (strict/warn, revisions, verification) is decided in one place for all of them:
+:mod:`kernlock.hooks_kernels`. Probing imports ``kernels`` modules, never torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kernlock.loaders._common import Patcher
+
+__all__ = ["Probe", "install", "load_paths", "probe"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The installed loader: its generation (``resolver``, ``utils``, ``unknown``; None when kernels is not
+    installed), its version, and for ``unknown`` the seams the closest known generation lacks."""
+
+    generation: str | None
+    kernels: str | None
+    missing: tuple[str, ...] = ()
+
+
+def _adapters() -> tuple[Any, ...]:
+    from kernlock.loaders import resolver_gen, utils_gen
+
+    return resolver_gen, utils_gen
+
+
+def _version(kernels: ModuleType | None = None) -> str | None:
+    from kernlock.compat import installed
+
+    return str(getattr(kernels, "__version__", None) or installed("kernels") or "") or None
+
+
+def probe() -> Probe:
+    """Which adapter fits the installed kernels (imports kernels modules, not torch)."""
+    try:
+        import kernels
+    except ModuleNotFoundError as err:
+        if err.name == "kernels":
+            return Probe(None, None)
+        return Probe("unknown", _version(), (f"import kernels: {err}",))
+    except Exception as err:  # a broken install: nothing can be hooked
+        return Probe("unknown", _version(), (f"import kernels: {type(err).__name__}: {err}",))
+    gaps: list[list[str]] = []
+    for adapter in _adapters():
+        lacking = adapter.missing()
+        if not lacking:
+            return Probe(adapter.NAME, _version(kernels))
+        gaps.append(lacking)
+    return Probe("unknown", _version(kernels), tuple(min(gaps, key=len)))
+
+
+#: The adapter (or "fallback") installed in this process.
+_installed: str | None = None
+
+
+def install(kernels: ModuleType) -> str:
+    """Install the adapter that fits (once per process; again only to clear caches), else the fallback.
+    Returns the generation installed, or ``"fallback"``. Never raises for a loader it does not understand."""
+    global _installed
+    adapters = {adapter.NAME: adapter for adapter in _adapters()}
+    if _installed in adapters:
+        adapters[_installed].install(Patcher())  # hooks are marked: this only clears the revision caches
+        return _installed
+    version = _version(kernels) or "?"
+    if _installed == "fallback":
+        from kernlock.loaders import fallback
+
+        fallback.install(version, "")  # a new activation: pin the builds of its lock
+        return _installed
+    found = probe()
+    adapter = adapters.get(found.generation or "")
+    if adapter is not None:
+        patcher = Patcher()
+        try:
+            adapter.install(patcher)
+        except Exception as err:  # half installed: undo, and fall back
+            patcher.revert()
+            reason = f"hooking its {adapter.NAME} seams failed: {type(err).__name__}: {err}"
+        else:
+            _installed = adapter.NAME
+            return _installed
+    else:
+        shown = ", ".join(found.missing[:3]) + (", ..." if len(found.missing) > 3 else "")
+        reason = f"it lacks {shown}"
+    from kernlock.loaders import fallback
+
+    _installed = "fallback"
+    fallback.install(version, reason)
+    return _installed
+
+
+# -- what each generation covers (`kernlock env`, docs/activation.md) ----------------------------------------
+
+_RESOLVERS = "kernels.resolver HubResolver/HubCacheResolver.resolve"
+_LOCKED_RESOLVERS = "kernels.resolver LockedHubResolver/LockedHubCacheResolver.resolve"
+_VERSION_REF = "kernels._versions.resolve_version_spec_as_ref"
+_FALLBACK = "LOCAL_KERNELS"
+
+#: (load path, uses transformers) in the order `kernlock env` lists them.
+PATHS: tuple[tuple[str, bool], ...] = (
+    ("get_kernel(version=N)", False),
+    ("get_kernel(revision=R)", False),
+    ('transformers attn_implementation="org/repo"', True),
+    ('transformers attn_implementation="flash_attention_2" fallback', True),
+    ("LayerRepository / kernelize", False),
+    ("FuncRepository", False),
+    ("get_locked_kernel / load_kernel", False),
+    ("LockedLayerRepository", False),
+    ("has_kernel", False),
+    ("install_kernel", False),
+    ("kernel dependencies (kernel-depends)", False),
+)
+
+#: generation -> load path -> (covered, how).
+COVERAGE: dict[str, dict[str, tuple[bool, str]]] = {
+    "resolver": {
+        "get_kernel(version=N)": (True, _RESOLVERS),
+        "get_kernel(revision=R)": (True, f"{_RESOLVERS}; the lock must satisfy the revision"),
+        'transformers attn_implementation="org/repo"': (True, f"kernels.get_kernel -> {_RESOLVERS}"),
+        'transformers attn_implementation="flash_attention_2" fallback': (True, f"kernels.get_kernel -> {_RESOLVERS}"),
+        "LayerRepository / kernelize": (True, f"{_VERSION_REF} + {_RESOLVERS}"),
+        "FuncRepository": (True, f"{_VERSION_REF} + {_RESOLVERS}"),
+        "get_locked_kernel / load_kernel": (True, f"{_LOCKED_RESOLVERS}; their commit must be the locked one"),
+        "LockedLayerRepository": (True, f"{_LOCKED_RESOLVERS}; their commit must be the locked one"),
+        "has_kernel": (True, _RESOLVERS),
+        "install_kernel": (True, _RESOLVERS),
+        "kernel dependencies (kernel-depends)": (True, f"{_RESOLVERS} (each dependency, recursively)"),
+    },
+    "utils": {
+        "get_kernel(version=N)": (True, f"{_VERSION_REF} + kernels.utils.install_kernel"),
+        "get_kernel(revision=R)": (True, "kernels.utils.install_kernel; the lock must satisfy the revision"),
+        'transformers attn_implementation="org/repo"': (True, "kernels.get_kernel -> kernels.utils.install_kernel"),
+        'transformers attn_implementation="flash_attention_2" fallback': (
+            True,
+            "kernels.get_kernel -> kernels.utils.install_kernel",
+        ),
+        "LayerRepository / kernelize": (True, f"{_VERSION_REF} + kernels.utils.install_kernel"),
+        "FuncRepository": (True, f"{_VERSION_REF} + kernels.utils.install_kernel"),
+        "get_locked_kernel / load_kernel": (
+            True,
+            "kernels.utils.install_kernel / _resolve_local_variant_path; their commit must be the locked one",
+        ),
+        "LockedLayerRepository": (True, "kernels.utils.install_kernel; their commit must be the locked one"),
+        "has_kernel": (True, "kernels.has_kernel replaced (a name bound before activation is not)"),
+        "install_kernel": (True, "kernels.install_kernel / kernels.utils.install_kernel replaced"),
+        "kernel dependencies (kernel-depends)": (False, "not supported by this loader"),
+    },
+    "unknown": {
+        "get_kernel(version=N)": (True, _FALLBACK),
+        "get_kernel(revision=R)": (True, f"{_FALLBACK}; the revision is NOT checked against the lock"),
+        'transformers attn_implementation="org/repo"': (True, _FALLBACK),
+        'transformers attn_implementation="flash_attention_2" fallback': (True, _FALLBACK),
+        "LayerRepository / kernelize": (True, f"{_FALLBACK}; version=N still asks the Hub for the branch"),
+        "FuncRepository": (True, f"{_FALLBACK}; version=N still asks the Hub for the branch"),
+        "get_locked_kernel / load_kernel": (False, "ignore LOCAL_KERNELS"),
+        "LockedLayerRepository": (False, "ignores LOCAL_KERNELS"),
+        "has_kernel": (True, f"{_FALLBACK}, where the loader reads it there (kernels 0.17 does)"),
+        "install_kernel": (False, "ignores LOCAL_KERNELS"),
+        "kernel dependencies (kernel-depends)": (True, f"{_FALLBACK}, where the loader reads it there (0.17 does)"),
+    },
+}
+
+
+def load_paths(generation: str | None, transformers_note: str | None = None) -> list[dict[str, Any]]:
+    """Each load path, whether kernlock pins it with this loader, and how. ``transformers_note``: why
+    transformers loads no Hub kernel at all (its version gate), which then marks its paths uncovered."""
+    table = COVERAGE.get(generation or "")
+    if table is None:
+        return []
+    rows = []
+    for path, through_transformers in PATHS:
+        covered, how = table[path]
+        if through_transformers and transformers_note:
+            covered, how = False, transformers_note
+        rows.append({"path": path, "covered": covered, "how": how})
+    return rows

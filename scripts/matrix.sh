@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The compatibility matrix (tests/compat/matrix.toml): builds every set but the main one (.venv) in .matrix/<set>
+# with uv, runs the compatibility subset tests/compat/ in each, then the tests that span sets (byte-identical locks
+# from every loader generation, pip's resolver beside every set).
+#   bash scripts/matrix.sh            # every set
+#   bash scripts/matrix.sh A E        # only these sets (and no cross-set tests unless every set was built)
+# scripts/test.sh runs it after the main suite; KERNLOCK_MATRIX=0 skips it there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || bash scripts/bootstrap.sh
+if [ ! -x .venv/bin/uv ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check uv
+fi
+UV=.venv/bin/uv
+MATRIX_PY=tests/compat/compat_matrix.py
+# torch==2.13.0 must be the CPU build from the machine's wheel folder: uv ignores pip.conf, and PyPI's torch 2.13.0
+# is a multi-GB CUDA build. uv reads UV_FIND_LINKS itself; otherwise use pip's find-links (env or pip.conf).
+FIND_LINKS=${UV_FIND_LINKS:-${PIP_FIND_LINKS:-$(.venv/bin/python -m pip config get global.find-links 2>/dev/null || true)}}
+if [ -z "$FIND_LINKS" ]; then
+  echo "matrix.sh: no folder with torch's CPU wheel: set UV_FIND_LINKS (or pip's find-links)" >&2
+  exit 2
+fi
+PYVER=$(.venv/bin/python "$MATRIX_PY" python)
+
+declare -a NAMES KINDS
+while read -r name kind; do
+  if [ $# -eq 0 ] || [[ " $* " == *" $name "* ]]; then
+    NAMES+=("$name")
+    KINDS+=("$kind")
+  fi
+done < <(.venv/bin/python "$MATRIX_PY" plan)
+[ ${#NAMES[@]} -gt 0 ] || { echo "matrix.sh: no such set: $*" >&2; exit 2; }
+
+now() { date +%s.%N; }
+since() { .venv/bin/python -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.0f}s')" "$1"; }
+mkdir -p .matrix
+started=$(now)
+failed=()
+summary=()
+for i in "${!NAMES[@]}"; do
+  name=${NAMES[$i]}
+  kind=${KINDS[$i]}
+  venv=.matrix/$name
+  t0=$(now)
+  mapfile -t args < <(.venv/bin/python "$MATRIX_PY" args "$name")
+  "$UV" venv -q --clear -p "$PYVER" "$venv"
+  if [ "$kind" = lock-only ]; then
+    "$UV" pip install -q -p "$venv/bin/python" "${args[@]}"
+    "$UV" pip install -q -p "$venv/bin/python" --no-deps -e .
+  else
+    "$UV" pip install -q -p "$venv/bin/python" --find-links "$FIND_LINKS" "${args[@]}" -e .
+    "$venv/bin/python" - <<'EOF'
+import importlib.metadata as m
+v = m.version("torch")
+assert v.endswith("+cpu"), f"torch {v} is not the CPU build: check --find-links"
+EOF
+  fi
+  built=$(since "$t0")
+  versions=$("$venv/bin/python" -c 'import importlib.metadata as m
+def v(n):
+    try:
+        return m.version(n)
+    except m.PackageNotFoundError:
+        return "-"
+print(" ".join(f"{n}={v(n)}" for n in ("torch", "transformers", "kernels", "huggingface_hub")))')
+  echo "== matrix set $name: $versions (built in $built)"
+  result=ok
+  if [ "$kind" = full ]; then
+    t1=$(now)
+    if ! KERNLOCK_MATRIX_SET=$name "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/compat \
+      --ignore=tests/compat/test_matrix_cross.py; then
+      failed+=("$name")
+      result=FAILED
+    fi
+    result="$result, tests/compat in $(since "$t1")"
+  fi
+  summary+=("$name: $result (built in $built)")
+done
+
+# Byte-identical locks across loader generations and pip's resolver beside every set: need every set built.
+if [ $# -eq 0 ]; then
+  t1=$(now)
+  if ! KERNLOCK_MATRIX_ROOT=$PWD/.matrix .venv/bin/python -m pytest -q -p no:cacheprovider tests/compat/test_matrix_cross.py; then
+    failed+=("cross-set")
+  fi
+  summary+=("cross-set tests in $(since "$t1")")
+fi
+
+echo "== matrix, $(since "$started") in all:"
+printf '   %s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "matrix FAILED in: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,334 @@
+"""The compatibility subset: real clients end to end, in whichever matrix set is installed (tests/compat/matrix.toml).
+
+Runs in the main suite (set D, .venv) and, through scripts/matrix.sh, in every other set's venv under .matrix/.
+`kernlock add` -> `lock` -> `sync` against the local Hub; then, with that Hub **stopped**, a tiny Llama trains
+through the locked flash-attn2 build, a locked layer is kernelized, `kernels.get_kernel(repo, version=N)` and a
+kernel dependency load: each in a fresh process whose socket audit must stay empty, each proving its build by the
+``KERNEL_IDENTITY`` at the locked commit. flash-attn2 is pinned at v2 while every transformers release asks for
+another version (5.13: 1, 5.16: 3, 5.20+: 4; matrix.toml's ``flash-attn2-version``): the lock wins. A branch moved
+on the Hub after locking still loads the locked commit. Where the installed transformers does not accept the
+installed kernels (set E), `kernlock env` says so, kernels' own loads stay locked, and transformers' attention
+path is off as transformers itself reports it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compat_matrix import MatrixSet, current, load
+from helpers import CPU_ENV, SCRUBBED, run_cli, write_pyproject
+
+from kernlock import lockfile
+from kernlock.lockfile import Lock, LockedKernel
+from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, move_branch, read_identity
+
+FA2 = "kernels-community/flash-attn2"
+ACTIVATION = "kernels-community/activation"
+PAGED = "kernels-community/paged-attention"  # kernel-depends on activation version 2 (at v2)
+SPECS = [f"{FA2}@v2", f"{ACTIVATION}@v2", f"{PAGED}@v2"]
+
+# Before anything else in a child: record every socket it connects.
+PRELUDE = """\
+import json, sys
+CONNECTS = []
+sys.addaudithook(lambda event, args: CONNECTS.append(repr(args[1])) if event == "socket.connect" else None)
+import kernlock.activate
+"""
+HELPERS = """\
+def loaded():
+    import kernels
+    found = {}
+    for k in kernels.get_loaded_kernels():
+        identity = getattr(k.module, "KERNEL_IDENTITY", None)
+        if identity is not None:
+            commit = k.repo_info.revision if k.repo_info is not None else None
+            found[identity["repo"]] = {"commit": commit, "identity": identity, "calls": dict(k.module.CALL_COUNTS)}
+    return found
+
+
+def train_llama(attn):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn)
+    model.train()
+    ids = torch.randint(0, 64, (2, 8))
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grad = model.model.layers[0].self_attn.q_proj.weight.grad
+    return {"attn": model.config._attn_implementation, "loss": float(loss), "q_grad": float(grad.abs().sum())}
+
+
+def report(**extra):
+    print("REPORT " + json.dumps({"loaded": loaded(), "connects": CONNECTS, **extra}), flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def matrix_set() -> MatrixSet:
+    found = current()
+    if found is None:
+        names = ", ".join(s.name for s in load().sets if not s.lock_only)
+        pytest.skip(f"the installed transformers/kernels/huggingface_hub match no set of matrix.toml ({names})")
+    return found
+
+
+@dataclass
+class Child:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        for line in self.stdout.splitlines():
+            if line.startswith("REPORT "):
+                return json.loads(line[len("REPORT ") :])
+        raise AssertionError(f"no report (exit {self.returncode}):\n{self.stdout}\n{self.stderr[-4000:]}")
+
+
+@dataclass
+class Locked:
+    root: Path  # the Hub's repositories
+    project: Path
+    lock: Lock
+    env: dict[str, str]  # a user's environment: the synced cache, HF_ENDPOINT of a stopped Hub
+
+    def entry(self, repo: str) -> LockedKernel:
+        entry = self.lock.entry_for(repo, CPU_ENV)
+        assert entry is not None, repo
+        return entry
+
+    def identity(self, repo: str) -> dict[str, Any]:
+        """KERNEL_IDENTITY of the locked build, read from git at the locked commit."""
+        return read_identity(self.root, repo, self.entry(repo).commit, CPU_VARIANT)
+
+    def run(self, body: str, env: dict[str, str] | None = None) -> Child:
+        code = PRELUDE + HELPERS + textwrap.dedent(body)
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**self.env, **(env or {})},
+            cwd=self.project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return Child(result.returncode, result.stdout, result.stderr)
+
+    def assert_locked(self, child: Child, *repos: str) -> dict[str, Any]:
+        """Each of ``repos`` was loaded as its locked build at its locked commit; no socket was connected."""
+        assert child.returncode == 0, child.stderr[-4000:]
+        report = child.report
+        for repo in repos:
+            assert repo in report["loaded"], (repo, list(report["loaded"]), child.stderr[-2000:])
+            assert report["loaded"][repo]["identity"] == self.identity(repo)
+            assert report["loaded"][repo]["commit"] == self.entry(repo).commit
+        assert report["connects"] == []
+        return report
+
+
+def _user_env(base: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    env.update(
+        {
+            "HF_HOME": str(base / "hf-home"),
+            "HF_HUB_CACHE": str(base / "hf-cache"),
+            "KERNLOCK_CACHE": str(base / "kernlock-cache"),
+            "HF_HUB_DISABLE_XET": "1",
+        }
+    )
+    return env
+
+
+def _ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
+    """`kernlock add` -> `lock` -> `sync` against the session's catalog, served by a Hub stopped afterwards."""
+    base = tmp_path_factory.mktemp("compat")
+    project = base / "project"
+    project.mkdir()
+    write_pyproject(project, "", environments=[CPU_ENV])
+    env = _user_env(base)
+    with HubServer(catalog.root) as server:
+        online = {**env, **server.env()}
+        where = ("--project", str(project))
+        added = _ok(run_cli("add", *SPECS, "--no-sync", *where, env=online))
+        assert 'added kernels-community/flash-attn2 = "v2"' in added.stdout, added.stdout
+        written = (project / "kernels.lock").read_bytes()
+        _ok(run_cli("lock", *where, env=online))
+        assert (project / "kernels.lock").read_bytes() == written  # nothing changed: the same bytes
+        _ok(run_cli("sync", *where, env=online))
+        env["HF_ENDPOINT"] = server.url
+    _ok(run_cli("lock", "--check", *where, env=env))  # asks no Hub
+    _ok(run_cli("verify", *where, env=env))
+    yield Locked(catalog.root, project, lockfile.read(project / "kernels.lock"), env)
+
+
+def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
+    """The installed loader generation is the one matrix.toml declares (so its expectations apply here)."""
+    has_resolver = importlib.util.find_spec("kernels.resolver") is not None
+    assert matrix_set.loader == ("resolver" if has_resolver else "utils")
+    import kernels
+
+    assert hasattr(kernels, "get_kernel_dep") is bool(matrix_set.kernel_dependencies)
+
+
+def test_lock_pins_the_branch_heads(locked: Locked, catalog: Catalog) -> None:
+    for spec in SPECS:
+        repo, rev = spec.split("@")
+        assert locked.entry(repo).commit == catalog.repo(repo).head(rev), spec
+        assert locked.entry(repo).variant_for(CPU_ENV).name == CPU_VARIANT
+
+
+def test_kernlock_env_reports_the_transformers_gate(locked: Locked, matrix_set: MatrixSet) -> None:
+    result = _ok(run_cli("env", "--json", "--project", str(locked.project), env=locked.env))
+    report = json.loads(result.stdout)
+    assert report["environment"] == CPU_ENV
+    assert {row["repo"]: row["variant"] for row in report["kernels"]} == {
+        repo: CPU_VARIANT for repo in {s.split("@")[0] for s in SPECS}
+    }
+    gate = report["transformers_gate"]
+    assert gate["ok"] is matrix_set.transformers_gate, gate
+    assert report["loader"]["generation"] == matrix_set.loader, report["loader"]  # what activation probed
+    if not matrix_set.transformers_gate:
+        text = _ok(run_cli("env", "--project", str(locked.project), env=locked.env)).stdout
+        assert "WARNING: transformers" in text and "silently OFF" in text
+
+
+def test_transformers_attention_path(locked: Locked, matrix_set: MatrixSet) -> None:
+    """Gate on: a tiny Llama trains through the locked flash-attn2 v2 whatever version transformers asks for.
+    Gate off (transformers rejects the installed kernels): the user sees transformers' own "incompatible kernels"
+    error, nothing loads, nothing is asked; `kernlock env` names the pair (test above)."""
+    child = locked.run(
+        f"""
+        import logging
+        logging.basicConfig(level=logging.INFO)
+        try:
+            result = train_llama("{FA2}")
+        except Exception as err:
+            result = {{"error": [type(err).__name__, str(err)]}}
+        report(**result)
+        """
+    )
+    if not matrix_set.transformers_gate:
+        report = child.report
+        assert report["loaded"] == {} and report["connects"] == []
+        name, message = report["error"]
+        assert name == "ImportError", (name, message)
+        assert "`kernels` is either not installed or uses an incompatible version" in message, message
+        return
+    report = locked.assert_locked(child, FA2)
+    assert "error" not in report, report["error"]
+    assert report["attn"] == FA2 and report["q_grad"] > 0
+    assert report["loaded"][FA2]["identity"]["version"] == 2
+    assert report["loaded"][FA2]["calls"]["flash_attn_func"] == 2  # one call per layer: the kernel ran
+    asked = matrix_set.flash_attn2_version
+    assert f"asked for version={asked}" in child.stderr and "kernels.lock pins v2" in child.stderr, child.stderr[-3000:]
+
+
+def test_kernelize_a_locked_layer(locked: Locked) -> None:
+    """``LayerRepository(version=1)`` of a repo locked at v2: kernelize swaps in the locked build's layer."""
+    child = locked.run(
+        f"""
+        import torch
+        from torch import nn
+        from kernels import LayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
+
+        @use_kernel_forward_from_hub("SiluAndMul")
+        class SiluAndMul(nn.Module):
+            def forward(self, x):
+                d = x.shape[-1] // 2
+                return nn.functional.silu(x[..., :d]) * x[..., d:]
+
+        layer = nn.Sequential(SiluAndMul())
+        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{ACTIVATION}", layer_name="SiluAndMul", version=1)}}}}
+        with use_kernel_mapping(mapping):
+            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
+        x = torch.randn(3, 8)
+        same = bool(torch.allclose(layer(x), nn.functional.silu(x[:, :4]) * x[:, 4:]))
+        report(same=same)
+        """
+    )
+    report = locked.assert_locked(child, ACTIVATION)
+    assert report["same"] is True
+    assert report["loaded"][ACTIVATION]["calls"]["silu_and_mul"] == 1
+    assert report["loaded"][ACTIVATION]["identity"]["version"] == 2  # asked version=1
+
+
+def test_get_kernel_by_version_loads_the_locked_build(locked: Locked) -> None:
+    child = locked.run(
+        f"""
+        import kernels
+        asked = {{n: kernels.get_kernel("{FA2}", version=n).KERNEL_IDENTITY for n in (1, 4, 5)}}
+        report(asked=asked)
+        """
+    )
+    report = locked.assert_locked(child, FA2)
+    assert all(identity == locked.identity(FA2) for identity in report["asked"].values())
+
+
+def test_kernel_dependencies_load_locked(locked: Locked, matrix_set: MatrixSet) -> None:
+    if not matrix_set.kernel_dependencies:
+        pytest.skip(matrix_set.note)
+    child = locked.run(
+        f"""
+        import kernels
+        paged = kernels.get_kernel("{PAGED}", version=1)  # kernel-depends on {ACTIVATION} version 2
+        report(dependency=paged.DEPENDENCY_IDENTITIES)
+        """
+    )
+    report = locked.assert_locked(child, PAGED, ACTIVATION)
+    assert report["dependency"] == {ACTIVATION: locked.identity(ACTIVATION)}
+
+
+def test_a_branch_moved_after_locking_still_loads_the_locked_commit(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+) -> None:
+    """The Hub is up and the branch has a new head: the load still gives the locked build, asking the Hub nothing."""
+    repo = f"kernels-community/compat-{uuid.uuid4().hex[:8]}"  # the catalog is shared: a repo of this test alone
+    create_kernel_repo(catalog.root, repo, {"v1": [CPU_VARIANT]}, kind="activation")
+    write_pyproject(project, f'"{repo}" = "v1"\n', environments=[CPU_ENV])
+    where = ("--project", str(project))
+    _ok(run_cli("lock", *where, env=user_env))
+    _ok(run_cli("sync", *where, env=user_env))
+    before = (project / "kernels.lock").read_bytes()
+    commit = lockfile.read(project / "kernels.lock").entry_for(repo, CPU_ENV).commit
+    moved = move_branch(catalog.root, repo, "v1")
+    assert moved != commit
+    _ok(run_cli("lock", *where, env=user_env))
+    assert (project / "kernels.lock").read_bytes() == before  # the pin is kept
+
+    hub.log.clear()
+    child = Locked(catalog.root, project, lockfile.read(project / "kernels.lock"), user_env).run(
+        f"""
+        import kernels
+        kernels.get_kernel("{repo}", version=1)
+        report()
+        """
+    )
+    assert child.returncode == 0, child.stderr[-4000:]
+    loaded = child.report["loaded"][repo]
+    assert loaded["commit"] == commit
+    assert loaded["identity"] == read_identity(catalog.root, repo, commit, CPU_VARIANT)
+    assert loaded["identity"] != read_identity(catalog.root, repo, moved, CPU_VARIANT)
+    assert child.report["connects"] == [] and hub.log.count(contains=f"/{repo}") == 0

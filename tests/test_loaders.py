@@ -1,0 +1,447 @@
+"""Loader adapters chosen by probing, not by version strings (issue #11).
+
+Runs against whichever kernels is installed — kernels 0.17 ("resolver" generation) in the project's venv, 0.15 and
+0.16 ("utils") in the compat matrix (``PYTHONPATH=. /tmp/matrix/A/bin/python -m pytest tests/test_loaders.py``):
+
+* every load path of the installed generation loads the locked build (``KERNEL_IDENTITY`` at the locked commit)
+  from a synced cache with the Hub stopped and no socket connected;
+* a loader kernlock does not know — the installed ``kernels`` package copied and really edited (a class or a
+  function renamed) — does not break the program: the locked builds are pinned through ``LOCAL_KERNELS``,
+  transformers trains through the locked flash-attn2, one line of warning says what is not covered;
+* a seam that gains a keyword argument its callers pass is passed through: the locked build still loads;
+* ``kernlock env`` lists the load paths and whether each is covered.
+
+The project, the local Hub and the child-process harness are tests/test_runtime.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import test_runtime
+from helpers import CPU_ENV
+from test_runtime import ACTIVATION, FA2, LAYER_NORM, PAGED, UNLOCKED, Child, Runtime, _tampered_cache
+
+from kernlock import loaders
+from kernlock.compat import transformers_gate
+
+runtime = test_runtime.rt  # the fixture: test_runtime's project, locked and synced, with the Hub stopped
+
+PROBE = loaders.probe()
+GENERATION = PROBE.generation
+RESOLVER, UTILS = "resolver", "utils"
+_GATE = transformers_gate()
+#: transformers loads Hub kernels with this kernels (its version gate; off e.g. for transformers 5.24 + kernels 0.17).
+TRANSFORMERS = _GATE is not None and _GATE.ok
+GATED = pytest.mark.skipif(not TRANSFORMERS, reason=_GATE.message() if _GATE else "transformers is not installed")
+#: The training step of the child processes below, where transformers loads Hub kernels at all.
+TRAIN = f'model, result = train_llama("{FA2}")' if TRANSFORMERS else "result = {}"
+
+IDENTITIES = """\
+def identities():
+    import kernels
+    return {k.module.KERNEL_IDENTITY["repo"]: k.module.KERNEL_IDENTITY for k in kernels.get_loaded_kernels()}
+"""
+
+
+def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(runtime: Runtime):
+    assert GENERATION in (RESOLVER, UTILS), PROBE
+    assert PROBE.missing == ()
+    child = runtime.run_argv(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kernlock import loaders; "
+            "p = loaders.probe(); print(p.generation, 'torch' in sys.modules)",
+        ]
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == [GENERATION, "False"]
+
+
+# -- every load path of this generation, with the Hub stopped ---------------------------------------------------
+
+
+def _their_lock(rt: Runtime, repo: str) -> list[dict]:
+    """kernels' own lock file for ``repo`` at kernlock's locked commit, in this generation's format."""
+    commit = rt.entry(repo).commit
+    if GENERATION == RESOLVER:
+        return [{"dependency": {"repo-id": repo, "version": 2}, "lock": {"commit": commit}}]
+    return [{"repo_id": repo, "sha": commit, "variants": {}}]
+
+
+def _fake_distribution(site: Path, lock: list[dict]) -> None:
+    """An installed package ``lockedpkg`` that ships kernels' lock: ``get_locked_kernel(repo)`` without a
+    lockfile argument (kernels 0.15/0.16) reads the lock from the calling package's distribution."""
+    (site / "lockedpkg").mkdir(parents=True)
+    (site / "lockedpkg" / "__init__.py").write_text(
+        "import kernels\n\ndef load(repo):\n    return kernels.get_locked_kernel(repo)\n"
+    )
+    info = site / "lockedpkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lockedpkg\nVersion: 0.1\n")
+    (info / "top_level.txt").write_text("lockedpkg\n")
+    (info / "kernels.lock").write_text(json.dumps(lock))
+
+
+def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runtime: Runtime, tmp_path: Path):
+    """get_kernel (version=, revision=), LayerRepository + kernelize, FuncRepository, kernels' own lock
+    (get_locked_kernel, load_kernel, LockedLayerRepository), has_kernel, install_kernel: all the locked build."""
+    fa2 = runtime.entry(FA2).commit
+    theirs = tmp_path / "kernels-own.lock"
+    theirs.write_text(json.dumps(_their_lock(runtime, FA2)))
+    site = tmp_path / "site"
+    _fake_distribution(site, _their_lock(runtime, FA2))
+    locked_call = (
+        f'kernels.get_locked_kernel("{FA2}", lockfile=theirs)'
+        if GENERATION == RESOLVER
+        else f'__import__("lockedpkg").load("{FA2}")'
+    )
+    activation_lock = tmp_path / "activation-own.lock"
+    activation_lock.write_text(json.dumps(_their_lock(runtime, ACTIVATION)))
+    child = runtime.run(
+        f"""
+        from pathlib import Path
+        import torch
+        from torch import nn
+        import kernels
+        from kernels import FuncRepository, LayerRepository, LockedLayerRepository, Mode, kernelize
+        from kernels import use_kernel_forward_from_hub, use_kernel_mapping
+        sys.path.insert(0, sys.argv[2])
+        theirs = Path(sys.argv[1])
+
+        by_version = kernels.get_kernel("{FA2}", version=4)            # transformers' default here; the lock pins v2
+        by_branch = kernels.get_kernel("{FA2}", revision="v2")
+        by_commit = kernels.get_kernel("{FA2}", revision="{fa2[:7]}")
+        by_their_lock = {locked_call}
+        by_load_kernel = kernels.load_kernel("{FA2}", lockfile=theirs)
+        installed = kernels.install_kernel("{FA2}", revision="{fa2}")
+        has = kernels.has_kernel("{FA2}", version=4)
+
+        @use_kernel_forward_from_hub("SiluAndMul")
+        class SiluAndMul(nn.Module):
+            def forward(self, x):
+                d = x.shape[-1] // 2
+                return nn.functional.silu(x[..., :d]) * x[..., d:]
+
+        layer = nn.Sequential(SiluAndMul())
+        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{ACTIVATION}", layer_name="SiluAndMul", version=1)}}}}
+        with use_kernel_mapping(mapping):
+            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
+        layer(torch.randn(3, 8))
+        func = FuncRepository("{ACTIVATION}", func_name="silu_and_mul", version=1).load()
+        func()(torch.empty(3, 4), torch.randn(3, 8))
+        locked_layer = LockedLayerRepository("{ACTIVATION}", lockfile=Path(sys.argv[3]), layer_name="SiluAndMul")
+        norm = LayerRepository("{LAYER_NORM}", layer_name="LlamaRMSNorm", version=3).load()
+        report(
+            same=by_version is by_branch is by_commit is by_their_lock is by_load_kernel,
+            installed=str(installed),
+            module_file=by_version.__file__,
+            has=has,
+            locked_layer=locked_layer.load() is kernels.get_kernel("{ACTIVATION}", version=2).layers.SiluAndMul,
+            norm=norm.__module__,
+        )
+        """,
+        args=[str(theirs), str(site), str(activation_lock)],
+    )
+    report = runtime.assert_locked(child, FA2, ACTIVATION, LAYER_NORM)
+    assert report["same"] is True and report["has"] is True and report["locked_layer"] is True
+    assert Path(report["module_file"]).parent == Path(report["installed"])
+    assert report["loaded"][FA2]["identity"]["version"] == 2
+    calls = report["loaded"][ACTIVATION]["calls"]
+    assert calls["silu_and_mul"] == 2  # the kernelized layer and the FuncRepository function both ran
+
+
+@GATED
+def test_transformers_trains_through_the_locked_build(runtime: Runtime):
+    """``attn_implementation="org/repo"`` (transformers' default version: 1 on 5.13, 3/4 later) and the implicit
+    ``flash_attention_2`` Hub fallback: a forward and backward pass through the locked flash-attn2."""
+    child = runtime.run(
+        f"""
+        model, result = train_llama("{FA2}")
+        fallback, again = train_llama("flash_attention_2")
+        report(first=result, second=again)
+        """
+    )
+    report = runtime.assert_locked(child, FA2)
+    assert report["first"]["attn"] == FA2 and report["first"]["q_grad"] > 0
+    assert report["second"]["q_grad"] > 0
+    assert report["loaded"][FA2]["calls"]["flash_attn_func"] == 4  # two layers, two models
+
+
+def test_unlocked_repo_is_refused_before_any_request(runtime: Runtime):
+    """Strict mode: an unlocked repo is an error naming `kernlock add`, before the trust check or refs lookup."""
+    child = runtime.run(
+        f"""
+        import kernels
+        errors = []
+        for kwargs in ({{"version": 1}}, {{"revision": "v1"}}):
+            try:
+                kernels.get_kernel("{UNLOCKED}", **kwargs)
+            except Exception as err:
+                errors.append([type(err).__name__, str(err)])
+        report(errors=errors)
+        """
+    )
+    report = child.report
+    assert report["connects"] == [] and report["loaded"] == {}
+    assert [name for name, _ in report["errors"]] == ["ActivationError", "ActivationError"]
+    (_, by_version), (_, by_revision) = report["errors"]
+    assert f"{UNLOCKED} (version=1) is not in" in by_version and f"`kernlock add {UNLOCKED}`" in by_version
+    assert f"{UNLOCKED} (revision=v1) is not in" in by_revision
+
+
+@pytest.mark.skipif(GENERATION != RESOLVER, reason="kernel dependencies (get_kernel_dep) exist from kernels 0.17 on")
+def test_kernel_dependencies_load_the_locked_builds(runtime: Runtime):
+    child = runtime.run(
+        f'import kernels\npaged = kernels.get_kernel("{PAGED}", version=1)\nreport(dep=paged.DEPENDENCY_IDENTITIES)'
+    )
+    report = runtime.assert_locked(child, PAGED, ACTIVATION)
+    assert report["dep"] == {ACTIVATION: runtime.identity(ACTIVATION)}
+
+
+# -- a loader kernlock does not know: the real package, edited ---------------------------------------------------
+
+
+def _edited_kernels(tmp_path: Path, edit: Callable[[Path, str], str]) -> Path:
+    """A copy of the installed ``kernels`` package with ``edit(file, source)`` applied to every module; returns
+    the folder to put first on PYTHONPATH."""
+    import kernels
+
+    site = tmp_path / "edited"
+    target = site / "kernels"
+    shutil.copytree(Path(kernels.__file__).parent, target, ignore=shutil.ignore_patterns("__pycache__"))
+    changed = 0
+    for path in target.rglob("*.py"):
+        source = path.read_text()
+        new = edit(path.relative_to(target), source)
+        if new != source:
+            path.write_text(new)
+            changed += 1
+    assert changed, "the edit matched nothing"
+    return site
+
+
+def _rename(old: str, new: str) -> Callable[[Path, str], str]:
+    return lambda _path, source: re.sub(rf"\b{old}\b", new, source)
+
+
+#: Per generation: an internal renamed upstream, as a kernels release may do.
+RENAMED = {
+    RESOLVER: [
+        ("class", _rename("HubResolver", "HubResolverV2")),
+        ("function", _rename("resolve_version_spec_as_ref", "resolve_version_ref")),
+    ],
+    UTILS: [
+        ("function", _rename("_check_trust_remote_code", "_check_trust")),
+        ("version", _rename("resolve_version_spec_as_ref", "resolve_version_ref")),
+    ],
+}
+
+
+def _with_kernels(rt: Runtime, site: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), rt.env.get("PYTHONPATH")]))}
+
+
+@pytest.mark.parametrize("what", [what for what, _ in RENAMED.get(GENERATION or "", [])])
+def test_an_unknown_loader_falls_back_to_local_kernels_with_one_line_of_warning(
+    runtime: Runtime, tmp_path: Path, what: str
+):
+    edit = dict(RENAMED[GENERATION or ""])[what]
+    site = _edited_kernels(tmp_path, edit)
+    child = runtime.run(
+        IDENTITIES
+        + f"""
+import kernels
+assert kernels.__file__.startswith(sys.argv[1]), kernels.__file__
+from kernlock import loaders
+direct = kernels.get_kernel("{FA2}", version=1)
+{TRAIN}
+report(generation=loaders.probe().generation, direct=direct.KERNEL_IDENTITY, identities=identities(), **result)
+""",
+        env=_with_kernels(runtime, site),
+        args=[str(site)],
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = child.report
+    assert report["generation"] == "unknown"
+    assert report["direct"] == runtime.identity(FA2)
+    assert report["identities"][FA2] == runtime.identity(FA2)
+    assert not TRANSFORMERS or report["q_grad"] > 0
+    assert report["connects"] == []
+    assert "Traceback" not in child.stderr and "TypeError" not in child.stderr
+    lines = [line for line in child.stderr.splitlines() if "kernlock" in line]
+    assert len(lines) == 1, child.stderr[-3000:]
+    assert "is a loader kernlock does not know" in lines[0] and "LOCAL_KERNELS" in lines[0]
+    assert "load_kernel, get_locked_kernel, LockedLayerRepository" in lines[0]
+    assert "`pip install -U kernlock`" in lines[0]
+
+
+def test_an_unknown_loader_never_imports_a_build_that_fails_verification(runtime: Runtime, tmp_path: Path):
+    """The fallback verifies every locked build before pinning it; in strict mode a build that fails is pinned to
+    a folder that does not exist, so its loads fail instead of importing unverified code."""
+    env, marker = _tampered_cache(runtime, tmp_path, keep_size=False)
+    site = _edited_kernels(tmp_path, RENAMED[GENERATION or ""][0][1])
+    child = runtime.run(
+        IDENTITIES
+        + f"""
+import kernels
+errors = []
+try:
+    kernels.get_kernel("{FA2}", version=1)
+except Exception as err:
+    errors.append(type(err).__name__)
+activation = kernels.get_kernel("{ACTIVATION}", version=1)
+report(errors=errors, identities=identities())
+""",
+        env={**env, **_with_kernels(runtime, site)},
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = child.report
+    assert report["errors"] == ["FileNotFoundError"] and not marker.exists()
+    assert FA2 not in report["identities"] and report["identities"][ACTIVATION] == runtime.identity(ACTIVATION)
+    problem = [line for line in child.stderr.splitlines() if "cannot be pinned through LOCAL_KERNELS" in line]
+    assert len(problem) == 1 and FA2 in problem[0] and "its loads fail" in problem[0] and "__init__.py" in problem[0]
+
+
+def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime):
+    """An adapter that raises after patching its seams: the patches are reverted, the fallback pins the lock."""
+    module, path = {RESOLVER: ("kernels.resolver", "HubResolver.resolve"), UTILS: ("kernels.utils", "install_kernel")}[
+        GENERATION or ""
+    ]
+    child = runtime.run(
+        f"""
+        from kernlock.loaders import _common, resolver_gen, utils_gen
+        for adapter in (resolver_gen, utils_gen):
+            def broken(patcher, install=adapter.install):
+                install(patcher)
+                raise RuntimeError("boom")
+            adapter.install = broken
+        import kernels
+        direct = kernels.get_kernel("{FA2}", version=1)
+        report(hooked=_common.hooked(_common.find("{module}", "{path}")), direct=direct.KERNEL_IDENTITY)
+        """
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = child.report
+    assert report["hooked"] is False and report["direct"] == runtime.identity(FA2) and report["connects"] == []
+    lines = [line for line in child.stderr.splitlines() if "kernlock" in line]
+    assert len(lines) == 1 and "seams failed: RuntimeError: boom" in lines[0], child.stderr[-2000:]
+
+
+def test_a_hook_adds_no_error_of_its_own_to_a_call_it_cannot_read(runtime: Runtime):
+    """A call the original refuses is refused by the original, with the same error, activated or not."""
+    module, call = {
+        RESOLVER: ("kernels.resolver", "HubResolver(trust_remote_code=False).resolve(bogus=1)"),
+        UTILS: ("kernels.utils", 'install_kernel("org/x", "positional-revision")'),
+    }[GENERATION or ""]
+    code = f"""
+        import importlib
+        module = importlib.import_module("{module}")
+        try:
+            module.{call}
+        except Exception as err:
+            report(error=f"{{type(err).__name__}}: {{err}}")
+        """
+    activated, plain = (runtime.run(code, activate=flag).report["error"] for flag in (True, False))
+    assert activated == plain and activated.startswith("TypeError:")
+
+
+def _add_keyword(source: str, call: str, keyword: str) -> str:
+    """Add ``keyword`` as the last argument of every call that starts with ``call`` (which ends with "(")."""
+    out, start = [], 0
+    while (at := source.find(call, start)) >= 0:
+        depth, i = 1, at + len(call)
+        while depth:
+            depth += {"(": 1, ")": -1}.get(source[i], 0)
+            i += 1
+        inner = source[at + len(call) : i - 1].rstrip()
+        sep = " " if inner.endswith(",") else ", "
+        out.append(source[start : at + len(call)] + inner + sep + keyword + ")")
+        start = i
+    return "".join(out) + source[start:]
+
+
+def _new_keyword(path: Path, source: str) -> str:
+    """Every seam kernlock hooks gains a required keyword-only argument ``trace``, which its callers pass."""
+    if GENERATION == RESOLVER:
+        source = re.sub(r"def resolve\(\s*self,\s*\*,", "def resolve(self, *, trace: list,", source)
+        return source.replace(
+            ".resolve(api=api, backend=backend, kernel=kernel)",
+            ".resolve(api=api, backend=backend, kernel=kernel, trace=[])",
+        )
+    if path.name != "utils.py":
+        return source
+    source = re.sub(r"(def install_kernel\(\s*repo_id: str,\s*\*,)", r"\1 trace: list,", source)
+    return _add_keyword(source, "variant_path = install_kernel(", "trace=[]")
+
+
+def test_a_seam_that_gains_a_keyword_argument_passes_it_through(runtime: Runtime, tmp_path: Path):
+    site = _edited_kernels(tmp_path, _new_keyword)
+    child = runtime.run(
+        f"""
+import kernels
+assert kernels.__file__.startswith(sys.argv[1]), kernels.__file__
+from kernlock import loaders
+direct = kernels.get_kernel("{FA2}", version=1)
+{TRAIN}
+report(generation=loaders.probe().generation, **result)
+""",
+        env=_with_kernels(runtime, site),
+        args=[str(site)],
+    )
+    report = runtime.assert_locked(child, FA2)
+    assert report["generation"] == GENERATION and (not TRANSFORMERS or report["q_grad"] > 0)
+    assert "TypeError" not in child.stderr and "does not know" not in child.stderr
+
+
+# -- `kernlock env` ----------------------------------------------------------------------------------------------
+
+
+def _env(rt: Runtime, *args: str, env: dict[str, str] | None = None) -> Child:
+    return rt.run_argv([sys.executable, "-m", "kernlock", "env", "--project", str(rt.project), *args], env=env)
+
+
+def test_kernlock_env_lists_the_load_paths_of_this_loader(runtime: Runtime):
+    child = _env(runtime, "--json")
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout)
+    assert report["loader"] == {"generation": GENERATION, "kernels": PROBE.kernels}
+    rows = {row["path"]: row for row in report["load_paths"]}
+    assert list(rows) == [path for path, _ in loaders.PATHS]
+    gated = not report.get("transformers_gate", {"ok": True})["ok"]
+    dependencies = "kernel dependencies (kernel-depends)"
+    for path, row in rows.items():
+        if path.startswith("transformers") and gated:
+            assert row["covered"] is False and "version gate" in row["how"]
+        elif path == dependencies and GENERATION == UTILS:
+            assert row["covered"] is False and row["how"] == "not supported by this loader"
+        else:
+            assert row["covered"] is True, row
+    text = _env(runtime)
+    assert text.returncode == 0, text.stderr
+    assert f"loader: kernels {PROBE.kernels} ({GENERATION} generation)" in text.stdout
+    assert "covered     get_kernel(version=N)" in text.stdout
+    assert CPU_ENV in text.stdout
+
+
+def test_kernlock_env_reports_an_unknown_loader_and_what_is_not_covered(runtime: Runtime, tmp_path: Path):
+    site = _edited_kernels(tmp_path, RENAMED[GENERATION or ""][0][1])
+    child = _env(runtime, "--json", env=_with_kernels(runtime, site))
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout)
+    assert report["loader"]["generation"] == "unknown" and report["loader"]["missing"]
+    rows = {row["path"]: row for row in report["load_paths"]}
+    assert rows["get_kernel(version=N)"] == {"path": "get_kernel(version=N)", "covered": True, "how": "LOCAL_KERNELS"}
+    for path in ("get_locked_kernel / load_kernel", "LockedLayerRepository", "install_kernel"):
+        assert rows[path]["covered"] is False
+    text = _env(runtime, env=_with_kernels(runtime, site))
+    assert "unknown" in text.stdout and "NOT covered get_locked_kernel / load_kernel" in text.stdout
+    assert "`pip install -U kernlock`" in text.stdout
