@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernlock import interrupt, lockfile
+from kernlock import foreign, interrupt, lockfile
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.atomic import write_text_atomic
@@ -16,6 +17,11 @@ from kernlock.lockfile import Lock
 from kernlock.project import Pin, Project, Requirement, Spec
 from kernlock.resolver import Upgrade, latest_version, resolve
 from kernlock.variants import RULE
+
+if TYPE_CHECKING:
+    from kernlock.foreign import ForeignPin
+    from kernlock.migrate import ImportResult
+    from kernlock.outdated import Report
 
 
 def target_environments(project: Project) -> list[Environment]:
@@ -66,6 +72,7 @@ def read_lock(project: Project) -> Lock:
             f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
             "the project folder."
         )
+    foreign.check_project(project.root)
     return lockfile.read(project.lockfile)
 
 
@@ -74,26 +81,33 @@ class LockResult:
     lock: Lock
     written: bool
     reason: str | None  # why it was (re)written, or None if it was up to date
+    previous: Lock | None = None  # the lock it replaced (or would replace, with ``dry_run``), if it was readable
 
 
 def lock(
-    root: Path | None = None, upgrade: Upgrade | None = None, check: bool = False, hub: Hub | None = None
+    root: Path | None = None,
+    upgrade: Upgrade | None = None,
+    check: bool = False,
+    hub: Hub | None = None,
+    dry_run: bool = False,
 ) -> LockResult:
     """Bring kernels.lock up to date with pyproject (or, with ``check``, only tell whether it is).
 
     ``root``: the project folder; None finds the nearest enclosing project (as every function here does).
+    ``dry_run``: resolve as `lock` would, but write nothing (``written`` then says whether it would write).
     """
     interrupt.reset()
     project = projects.load(projects.locate(root))
-    return _lock(project, upgrade or Upgrade(), check, hub)
+    return _lock(project, upgrade or Upgrade(), check, hub, dry_run)
 
 
-def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None) -> LockResult:
+def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None, dry_run: bool = False) -> LockResult:
     if not project.pyproject.exists():
         raise ProjectError(
             f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
             "project folder."
         )
+    foreign.check_project(project.root)
     for name in upgrade.kernels:
         if name not in project.requirements:
             raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")
@@ -119,8 +133,8 @@ def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None) -> L
         assert previous is not None
         return LockResult(previous, False, None)
     new = resolve(project, environments, hub or Hub(), previous, upgrade)
-    written = _write_if_changed(project, new)
-    return LockResult(new, written, (reason or "upgrade") if written else None)
+    written = _write_if_changed(project, new, dry_run)
+    return LockResult(new, written, (reason or "upgrade") if written else None, previous)
 
 
 def _previous_pins(project: Project, error: LockError) -> tuple[Lock | None, str]:
@@ -134,15 +148,17 @@ def _previous_pins(project: Project, error: LockError) -> tuple[Lock | None, str
         return None, f"kernels.lock failed its checks and is re-created from the Hub ({error})"
 
 
-def _write_if_changed(project: Project, new: Lock) -> bool:
-    """Write ``new`` atomically unless kernels.lock already holds exactly its bytes; True when written."""
+def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> bool:
+    """Write ``new`` atomically unless kernels.lock already holds exactly its bytes; True when written (with
+    ``dry_run``: when it would be written; nothing is)."""
     text = lockfile.dumps(new)
     try:
         if project.lockfile.read_bytes() == text.encode():
             return False
     except OSError:
         pass  # no lock yet (or unreadable): write it
-    write_text_atomic(project.lockfile, text)
+    if not dry_run:
+        write_text_atomic(project.lockfile, text)
     return True
 
 
@@ -166,6 +182,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
+    foreign.check_project(project.root)
     hub = hub or Hub()
     environments = target_environments(project)
     added: dict[str, str] = {}
@@ -199,6 +216,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     interrupt.reset()
     names = [Spec.parse(name).repo for name in names]
     project = projects.load(projects.locate(root))
+    foreign.check_project(project.root)
     unknown = [name for name in names if name not in project.requirements]
     if unknown:
         known = ", ".join(sorted(project.requirements)) or "none"
@@ -382,3 +400,31 @@ def show(root: Path | None = None) -> ShowResult:
             }
         )
     return ShowResult(rows, stale)
+
+
+# -- import / export / outdated (issue #14) --------------------------------------------------------------------
+
+
+def import_kernels(root: Path | None = None, trust: bool = False, hub: Hub | None = None) -> ImportResult:
+    """`kernlock import`: the kernels library's [tool.kernels.dependencies] and JSON lock -> kernlock's."""
+    from kernlock import migrate
+
+    return migrate.import_project(root, trust=trust, hub=hub)
+
+
+def export(root: Path | None, fmt: str, output: Path, environment: str | None = None) -> list[ForeignPin]:
+    """`kernlock export`: the locked commits in another tool's lock format, written to ``output``."""
+    from kernlock import export as exporting
+
+    lock = read_lock(projects.load(projects.locate(root)))
+    return exporting.export(lock, fmt, output, environment)
+
+
+def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
+    """`kernlock outdated`: moved refs, newer versions and what `lock --upgrade` would change, per locked kernel."""
+    from kernlock import outdated as outdating
+
+    interrupt.reset()
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    return outdating.report(project, lock, target_environments(project), hub or Hub())

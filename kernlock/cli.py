@@ -116,24 +116,33 @@ def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
 @click.option("--upgrade", is_flag=True, help="Move every kernel to the newest commit of its revision.")
 @click.option("--upgrade-kernel", "upgrade_kernels", multiple=True, metavar="NAME", help="Move one kernel.")
 @click.option("--check", is_flag=True, help="Exit 1 without writing if kernels.lock is stale.")
+@click.option("--dry-run", is_flag=True, help="Show what would change in kernels.lock without writing it.")
 @project_option
 @handle_errors
-def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, project_dir: Path | None) -> None:
+def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: bool, project_dir: Path | None) -> None:
     """Resolve all requirements for all target environments into kernels.lock."""
-    if check and (upgrade or upgrade_kernels):
-        raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel.")
-    result = api.lock(project_dir, Upgrade(upgrade, frozenset(upgrade_kernels)), check=check)
+    if check and (upgrade or upgrade_kernels or dry_run):
+        raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run.")
+    result = api.lock(project_dir, Upgrade(upgrade, frozenset(upgrade_kernels)), check=check, dry_run=dry_run)
     if check:
         click.echo("kernels.lock is up to date")
         return
-    _print_lock(result)
+    _print_lock(result, dry_run)
 
 
-def _print_lock(result: api.LockResult) -> None:
+def _print_lock(result: api.LockResult, dry_run: bool = False) -> None:
     if not result.written:
         click.echo(f"kernels.lock is up to date ({len(result.lock.kernels)} entries)")
         return
-    click.echo(f"wrote kernels.lock ({result.reason})")
+    if result.previous is not None:
+        from kernlock import changes
+
+        diff = changes.diff(result.previous, result.lock)
+        click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock ({result.reason})")
+        for line in diff.render() or ["(no kernel changes: the file is rewritten in the current format)"]:
+            click.echo(f"  {line}" if line.startswith(" ") else line)
+        return
+    click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock ({result.reason})")
     for kernel in result.lock.kernels:
         via = f" (dependency of {', '.join(kernel.required_by)})" if kernel.required_by else ""
         click.echo(f"  {kernel.repo} {kernel.requested} -> {kernel.commit[:12]}{via}")
@@ -322,3 +331,83 @@ def run(mode: str | None, project_dir: Path | None, command: tuple[str, ...]) ->
         os.execvpe(command[0], list(command), env)
     except OSError as err:
         raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+
+
+# -- import / export / outdated (issue #14) --------------------------------------------------------------------
+
+
+@main.command("import")
+@click.option("--trust", is_flag=True, help="Accept publishers the Hub does not mark as trusted (recorded).")
+@project_option
+@handle_errors
+def import_(trust: bool, project_dir: Path | None) -> None:
+    """Migrate the kernels library's [tool.kernels.dependencies] and JSON kernels.lock, keeping its commits."""
+    result = api.import_kernels(project_dir, trust=trust)
+    for repo, rev in result.requirements.items():
+        click.echo(f'[tool.kernlock.kernels] "{repo}" = "{rev}"')
+    for outcome in result.outcomes:
+        pin = outcome.pin
+        if outcome.kept:
+            click.echo(f"  kept {pin.repo} {pin.rev} {pin.commit[:12]}")
+        else:
+            now = f" -> {outcome.commit[:12]}" if outcome.commit else ""
+            click.secho(f"  not kept {pin.repo} {pin.rev} {pin.commit[:12]}{now}: {outcome.why}", fg="yellow")
+    if result.moved_to is not None:
+        click.echo(
+            f"moved the kernels library's JSON lock to {result.moved_to.name} (refresh it with "
+            f"`kernlock export --format kernels -o {result.moved_to.name}`)"
+        )
+    click.echo(f"wrote kernels.lock ({count(len(result.lock.kernels), 'entry', 'entries')})")
+
+
+@main.command()
+@click.option(
+    "--format", "fmt", type=click.Choice(["kernels"]), required=True, help="kernels: the kernels library's JSON lock."
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="File to write.")
+@click.option("--environment", metavar="ENV", help="Only the entries of this locked environment.")
+@project_option
+@handle_errors
+def export(fmt: str, output: Path, environment: str | None, project_dir: Path | None) -> None:
+    """Write the locked commits in another tool's lock format (kernels: for load_kernel / get_locked_kernel)."""
+    pins = api.export(project_dir, fmt, output, environment)
+    click.echo(f"wrote {output} ({count(len(pins), 'kernel')}, {fmt} format)")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@project_option
+@handle_errors
+def outdated(as_json: bool, project_dir: Path | None) -> None:
+    """Per locked kernel: did its branch or tag move, is there a newer version, what would `lock --upgrade` do."""
+    report = api.outdated(project_dir)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    for row in report.rows:
+        e = row.entry
+        via = f" (dependency of {', '.join(e.required_by)})" if e.required_by else ""
+        if row.pinned:
+            state = "pinned by commit"
+        elif row.gone:
+            state = f"{e.ref} no longer exists on the Hub"
+        elif row.moved is None:
+            state = f"{e.ref} has not moved"
+        elif row.moved.commits is None:
+            state = f"{e.ref} was rewritten: now {row.moved.head[:12]} ({row.moved.date or 'date unknown'})"
+        else:
+            state = (
+                f"{e.ref} moved {count(row.moved.commits, 'commit')} to {row.moved.head[:12]} "
+                f"({row.moved.date or 'date unknown'})"
+            )
+        click.echo(f"{e.repo} {e.requested} {e.commit[:12]}{via}: {state}")
+        if row.newer_version:
+            click.echo(f"  newer version with builds for every environment: {row.newest}")
+    if report.upgrade_error:
+        click.secho(f"`kernlock lock --upgrade` would fail: {report.upgrade_error}", fg="yellow")
+    elif report.upgrade:
+        click.echo("`kernlock lock --upgrade` would change:")
+        for line in report.upgrade.render():
+            click.echo(f"  {line}")
+    else:
+        click.echo("`kernlock lock --upgrade` would change nothing")

@@ -200,13 +200,21 @@ class Hub:
 
     def commits(self, repo: str, branch: str) -> list[str]:
         """Commit ids reachable from ``branch``, newest first (every id checked)."""
+        return [commit for commit, _ in self.history(repo, branch)]
+
+    def history(self, repo: str, rev: str, until: str | None = None) -> list[tuple[str, str]]:
+        """(commit id, date) reachable from ``rev``, newest first; with ``until``, no page after the one that
+        holds that commit is fetched. Dates are the Hub's ISO 8601 strings ("" when it gave none)."""
         repo = _checked_repo(repo)
-        url = f"{self.endpoint}/api/kernels/{repo}/commits/{_quote(branch)}"
+        url = f"{self.endpoint}/api/kernels/{repo}/commits/{_quote(rev)}"
         found = []
-        for item in self._paginate(repo, url, {}, f"the commit history of {repo}@{branch}"):
+        for item in self._paginate(repo, url, {}, f"the commit history of {repo}@{rev}"):
             if not isinstance(item, dict):
                 raise self._invalid(f"a commit listing with an entry that is not an object for {repo}", url)
-            found.append(self._commit_from(item.get("id"), repo, url))
+            date = item.get("date")
+            found.append((self._commit_from(item.get("id"), repo, url), date[:40] if isinstance(date, str) else ""))
+            if found[-1][0] == until:
+                break
         return found
 
     def resolve_revision(self, repo: str, rev: str, refs: Refs | None = None) -> tuple[str, str]:

@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock import names
+from kernlock import foreign, names
 from kernlock.atomic import write_text_atomic
 from kernlock.errors import ForeignLockError, LockError
 from kernlock.variants import RULE
@@ -349,11 +349,8 @@ def _read_text(path: Path) -> str:
 
 def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: bool = False) -> Lock:
     """Parse lock text (stdlib tomllib: fast enough for run-time activation); see :func:`read`."""
-    if text.lstrip().startswith("{"):
-        raise ForeignLockError(
-            f"{where} is a JSON lock of the kernels library (`kernels lock`), not kernlock's; kernlock does not "
-            "overwrite it. Move it aside (e.g. `git mv kernels.lock kernels.lock.json`) and run `kernlock lock`."
-        )
+    if foreign.looks_like_json_lock(text):
+        raise ForeignLockError(foreign.foreign_lock_message(where))
     try:
         data = tomllib.loads(text)
     except RecursionError:  # tomllib recurses once per nested array or inline table: `x = [[[[...`

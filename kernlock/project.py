@@ -374,3 +374,19 @@ def _kernels_table(doc: tomlkit.TOMLDocument) -> Any:
     if "kernels" not in kernlock:
         kernlock["kernels"] = tomlkit.inline_table() if isinstance(kernlock, InlineTable) else tomlkit.table()
     return kernlock["kernels"]
+
+
+def remove_kernels_dependencies(project: Project) -> None:
+    """Drop the kernels library's ``[tool.kernels.dependencies]`` (and ``[tool.kernels]`` when nothing else is left
+    in it), keeping the rest of pyproject.toml as it is; `kernlock import` moved them to [tool.kernlock.kernels]."""
+    doc = _read(project.pyproject)
+    expected = doc.unwrap()
+    tool = doc.get("tool")
+    if tool is None or "kernels" not in tool or "dependencies" not in tool["kernels"]:
+        return
+    del tool["kernels"]["dependencies"]
+    del expected["tool"]["kernels"]["dependencies"]
+    if not tool["kernels"]:
+        del tool["kernels"]
+        del expected["tool"]["kernels"]
+    _write_edit(project, doc, expected)

@@ -56,6 +56,15 @@ def run_cli(
     )
 
 
+def assert_clean_error(result: subprocess.CompletedProcess, *needles: str, code: int = 1) -> None:
+    """A command failed as the user should see it: exit ``code``, one message naming each of ``needles``."""
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error:") or "Error:" in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
 # -- generated (variant set x system) cases for the differential tests of kernlock's variant rule ------------
 
 DIFF_TORCHES = ["28", "29", "210", "211", "212", "213"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import CPU_ENV, run_cli, write_pyproject
+from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
 
 from kernlock import api, lockfile
 from kernlock.cli import main
@@ -51,14 +51,6 @@ class _chdir:
         import os
 
         os.chdir(self.old)
-
-
-def assert_clean_error(result: subprocess.CompletedProcess, *needles: str, code: int = 1) -> None:
-    assert result.returncode == code, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("error:") or "Error:" in result.stderr, result.stderr
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
 
 
 def rehash(text: str) -> str:
@@ -194,7 +186,7 @@ def test_kernels_library_json_lock_is_never_overwritten(project: Path, user_env:
     json_lock = '{\n  "kernels-community/activation": {"revision": "v1"}\n}\n'
     (project / "kernels.lock").write_text(json_lock)
     for command in (["lock"], ["add", f"{ACTIVATION}@v1"], ["lock", "--check"], ["show"]):
-        assert_clean_error(cli(*command, "--project", str(project)), "JSON lock of the kernels library")
+        assert_clean_error(cli(*command, "--project", str(project)), "kernels library's JSON lock", "kernlock import")
     assert (project / "kernels.lock").read_text() == json_lock
 
 
