@@ -65,6 +65,22 @@ def assert_clean_error(result: subprocess.CompletedProcess, *needles: str, code:
         assert needle in result.stderr, result.stderr
 
 
+def kernlock_usage_problem(words: list[str]) -> str | None:
+    """Why ``kernlock WORDS...`` names a command or flag the CLI does not have (click introspection), or None."""
+    import click
+
+    from kernlock.cli import main
+
+    command = main.commands.get(words[0]) if words else None
+    if command is None:
+        return f"`kernlock {' '.join(words)}`: {words[0] if words else 'nothing'} is not a command"
+    options = {opt for p in command.params if isinstance(p, click.Option) for opt in [*p.opts, *p.secondary_opts]}
+    for word in words[1 : words.index("--")] if "--" in words else words[1:]:
+        if word.startswith("-") and word.split("=")[0] not in options:
+            return f"`kernlock {' '.join(words)}`: no {word}"
+    return None
+
+
 # -- generated (variant set x system) cases for the differential tests of kernlock's variant rule ------------
 
 DIFF_TORCHES = ["28", "29", "210", "211", "212", "213"]
