@@ -278,3 +278,8 @@ def test_outdated_before_and_after_a_branch_moves_and_a_new_version_appears(
     assert f"Added environment {CU128}" in grown.stdout
     assert f"+ {CU128}: {CU128}" in grown.stdout  # x gains the environment, on the variant it loads there
     assert f"Updated {y} v1 " in grown.stdout and f"-> v2 {catalog.repo(y).head('v2')[:8]}" in grown.stdout
+
+    catalog.repo(x).move_branch("v2", remove=[CU128], add=["torch-cuda"])  # the CUDA build becomes a noarch one
+    swapped = run_cli("lock", "--upgrade-kernel", x, "--project", str(project), env=user_env)
+    assert swapped.returncode == 0, swapped.stderr
+    assert f"~ {CU128}: {CU128} -> torch-cuda" in swapped.stdout and y not in swapped.stdout
