@@ -45,8 +45,8 @@ class Row:
 
     @property
     def newer_version(self) -> bool:
-        """Whether ``newest`` is a later version branch than the one locked."""
-        return _version(self.newest) > _version(self.entry.ref)
+        """Whether the entry follows a version branch and ``newest`` is a later one."""
+        return 0 <= _version(self.entry.ref) < _version(self.newest)
 
     @property
     def outdated(self) -> bool:

@@ -135,6 +135,11 @@ def test_import_refuses_to_overwrite_a_moved_lock_and_needs_something_to_import(
     write_pyproject(project, "", [CPU_ENV])
     assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "nothing to import")
     (project / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"{catalog.activation}" = 1\n')
+    for command in (["lock"], ["lock", "--check"], ["add", f"{catalog.activation}@v1"]):  # no lock, only the table
+        assert_clean_error(
+            run_cli(*command, "--project", str(project), env=user_env), "[tool.kernels.dependencies]", "kernlock import"
+        )
+        assert not (project / "kernels.lock").exists()
     (project / "kernels.lock").write_text("[]")
     (project / "kernels.lock.json").write_text("mine\n")
     assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "kernels.lock.json already exists")
