@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import SCRUBBED
+from helpers import SCRUBBED, clean_env
 
 from kernlock.testing import Catalog, HubServer, build_catalog
 
@@ -36,14 +35,11 @@ def hub(hub_server: HubServer) -> Iterator[HubServer]:
 @pytest.fixture
 def user_env(tmp_path: Path, hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A user's environment pointed at the local Hub with fresh caches; also applied to this process."""
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    env.update(hub.env())
-    env.update(
-        {
-            "HF_HOME": str(tmp_path / "hf-home"),
-            "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
-            "KERNLOCK_CACHE": str(tmp_path / "kernlock-cache"),
-        }
+    env = clean_env(
+        **hub.env(),
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_HUB_CACHE=str(tmp_path / "hf-cache"),
+        KERNLOCK_CACHE=str(tmp_path / "kernlock-cache"),
     )
     for key in SCRUBBED:
         monkeypatch.delenv(key, raising=False)

@@ -1,15 +1,23 @@
-"""Helpers for tests: write a project's pyproject.toml, run the kernlock CLI in a fresh process."""
+"""Helpers for tests: write a project's pyproject.toml, run the kernlock CLI or a user's program in a fresh
+process, generate variant-rule cases. One helper each: look here before writing one in a test."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
+import textwrap
+from dataclasses import dataclass
+from os import environ
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
 from kernlock import variants
+from kernlock.lockfile import Lock, LockedKernel
+from kernlock.testing import read_identity
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
 # Variables that change what huggingface_hub/kernels do and must come from the test alone.
@@ -123,3 +131,164 @@ def random_system(rng: random.Random) -> dict:
         "macos_version": rng.choice([None, Version("15.5"), Version("26.0"), Version("26.1")]),
         "free_threaded": rng.random() < 0.08,
     }
+
+
+# -- child processes that load kernels as a user's program would ------------------------------------------------
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the variables a test must set itself (SCRUBBED, and every ``HF_``,
+    ``KERNELS_`` and ``KERNLOCK_`` variable), plus ``extra``."""
+    env = {k: v for k, v in environ.items() if k not in SCRUBBED and not k.startswith(("HF_", "KERNELS_", "KERNLOCK_"))}
+    env.update(extra)
+    return env
+
+
+def user_env_for(base: Path) -> dict[str, str]:
+    """A user's environment with fresh Hub and kernlock caches under ``base`` (no Hub endpoint)."""
+    return clean_env(
+        HF_HOME=str(base / "hf-home"),
+        HF_HUB_CACHE=str(base / "hf-cache"),
+        KERNLOCK_CACHE=str(base / "kernlock-cache"),
+        HF_HUB_DISABLE_XET="1",
+    )
+
+
+# First, before anything else in a child: record every socket the process connects.
+CHILD_PRELUDE = """\
+import json, sys
+CONNECTS = []
+sys.addaudithook(lambda event, args: CONNECTS.append(repr(args[1])) if event == "socket.connect" else None)
+"""
+# Functions every child may call: what kernels loaded (by the identity each build exports), a tiny Llama trained
+# one step, and the closing REPORT line that Child.report reads.
+CHILD_HELPERS = """\
+def loaded():
+    import kernels
+    found = {}
+    for k in kernels.get_loaded_kernels():
+        identity = getattr(k.module, "KERNEL_IDENTITY", None)
+        if identity is not None:
+            commit = k.repo_info.revision if k.repo_info is not None else None
+            found[identity["repo"]] = {"commit": commit, "identity": identity, "calls": dict(k.module.CALL_COUNTS)}
+    return found
+
+
+def train_llama(attn, **kwargs):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **kwargs)
+    model.train()
+    ids = torch.randint(0, 64, (2, 8))
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grad = model.model.layers[0].self_attn.q_proj.weight.grad
+    return model, {"attn": model.config._attn_implementation, "loss": float(loss), "q_grad": float(grad.abs().sum())}
+
+
+def report(**extra):
+    print("REPORT " + json.dumps({"loaded": loaded(), "connects": CONNECTS, **extra}), flush=True)
+"""
+
+
+def kernelize_silu_and_mul(repo: str) -> str:
+    """Child code: a ``SiluAndMul`` layer kernelized from ``repo``'s layer (asked as version 1) into ``layer``."""
+    return textwrap.dedent(
+        f"""
+        import torch
+        from torch import nn
+        from kernels import LayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
+
+        @use_kernel_forward_from_hub("SiluAndMul")
+        class SiluAndMul(nn.Module):
+            def forward(self, x):
+                d = x.shape[-1] // 2
+                return nn.functional.silu(x[..., :d]) * x[..., d:]
+
+        layer = nn.Sequential(SiluAndMul())
+        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{repo}", layer_name="SiluAndMul", version=1)}}}}
+        with use_kernel_mapping(mapping):
+            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
+        """
+    )
+
+
+@dataclass
+class Child:
+    """What a child process left: its exit code, output, and the REPORT line it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        for line in self.stdout.splitlines():
+            if line.startswith("REPORT "):
+                return json.loads(line[len("REPORT ") :])
+        raise AssertionError(f"no report (exit {self.returncode}):\n{self.stdout}\n{self.stderr[-4000:]}")
+
+    def error_line(self) -> str:
+        """The last line of stderr: what the user sees of an uncaught exception."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+@dataclass
+class LockedProject:
+    """A locked and synced project, its Hub's repositories, and a user's environment to run children in."""
+
+    root: Path  # the Hub's repositories
+    project: Path
+    lock: Lock
+    env: dict[str, str]  # a user's environment: synced cache, HF_ENDPOINT of the (usually stopped) Hub
+    environment: str = CPU_ENV
+
+    def entry(self, repo: str) -> LockedKernel:
+        entry = self.lock.entry_for(repo, self.environment)
+        assert entry is not None, repo
+        return entry
+
+    def identity(self, repo: str) -> dict[str, Any]:
+        """KERNEL_IDENTITY of the locked build, read from git at the locked commit."""
+        entry = self.entry(repo)
+        variant = entry.variant_for(self.environment)
+        assert variant is not None
+        return read_identity(self.root, repo, entry.commit, variant.name)
+
+    def run(
+        self,
+        body: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        activate: bool = True,
+        args: list[str] | None = None,
+    ) -> Child:
+        """Run CHILD_PRELUDE, ``import kernlock.activate`` (unless not ``activate``), CHILD_HELPERS and ``body``."""
+        activation = "import kernlock.activate\n" if activate else ""
+        code = CHILD_PRELUDE + activation + CHILD_HELPERS + textwrap.dedent(body)
+        return self.run_argv([sys.executable, "-c", code, *(args or [])], env=env, cwd=cwd)
+
+    def run_argv(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Child:
+        result = subprocess.run(
+            argv, env={**self.env, **(env or {})}, cwd=cwd or self.project, capture_output=True, text=True, timeout=300
+        )
+        return Child(result.returncode, result.stdout, result.stderr)
+
+    def assert_locked(self, child: Child, *repos: str) -> dict[str, Any]:
+        """Each of ``repos`` was loaded at its locked commit, as the locked build; no socket was connected."""
+        assert child.returncode == 0, child.stderr[-4000:]
+        report = child.report
+        for repo in repos:
+            assert repo in report["loaded"], (repo, list(report["loaded"]), child.stderr[-2000:])
+            assert report["loaded"][repo]["commit"] == self.entry(repo).commit
+            assert report["loaded"][repo]["identity"] == self.identity(repo)
+        assert report["connects"] == []
+        return report

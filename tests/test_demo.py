@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers import clean_env
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.py"
 
 
 def test_demo_runs_a_locked_training_and_an_upgrade() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNEL"))}
-    proc = subprocess.run([sys.executable, str(DEMO)], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, str(DEMO)], env=clean_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert 'added kernels-community/flash-attn2 = "v3"' in out

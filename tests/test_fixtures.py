@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import SCRUBBED
+from helpers import clean_env
 
 from kernlock.testing import HubServer
 from kernlock.testing.fixtures import (
@@ -388,7 +386,7 @@ def test_activation_layernorm_rotary_builds(local_builds: dict[str, Any]) -> Non
     torch.testing.assert_close(o2, x1 * sin + x2 * cos)
 
 
-def test_non_cpu_builds_do_not_import(catalog: Catalog, tmp_path: Path) -> None:
+def test_non_cpu_builds_are_native_extension_stubs(catalog: Catalog, tmp_path: Path) -> None:
     variant = "torch213-cxx11-cu130-x86_64-linux"
     catalog.repo(catalog.flash_attn2).export("v4", tmp_path, [f"build/{variant}"])
     ops = (tmp_path / "build" / variant / "_ops.py").read_text()
@@ -477,11 +475,9 @@ def test_move_branch_add_tag_and_custom_repos(tmp_path: Path) -> None:
         create_kernel_repo(tmp_path, "acme/bad-variant", {"v1": ["torch213-cxx11-quantum-x86_64-linux"]})
 
 
-def test_benchmark_catalog_is_fast(tmp_path: Path) -> None:
-    start = time.perf_counter()
+def test_benchmark_catalog_shape(tmp_path: Path) -> None:
+    """20 kernels x 4 version branches x 26 variants (its build time is benchmarks/lock.py's setup, not a test)."""
     repo_ids = build_benchmark_catalog(tmp_path)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 15, elapsed
     assert len(repo_ids) == 20
     for repo_id in (repo_ids[0], repo_ids[-1]):
         repo = open_kernel_repo(tmp_path, repo_id)
@@ -496,12 +492,13 @@ def test_benchmark_catalog_is_fast(tmp_path: Path) -> None:
 
 
 def client_env(server: HubServer, cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    env.update(server.env())
-    env.update(
-        HF_HUB_CACHE=str(cache), KERNELS_CACHE=str(cache), HF_HOME=str(cache / "home"), HF_HUB_DISABLE_PROGRESS_BARS="1"
+    return clean_env(
+        **server.env(),
+        HF_HUB_CACHE=str(cache),
+        KERNELS_CACHE=str(cache),
+        HF_HOME=str(cache / "home"),
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
     )
-    return env
 
 
 def run_client(server: HubServer, cache: Path, code: str) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import clean_env
 
 from kernlock.testing import HubServer, make_app
 
@@ -164,9 +165,7 @@ def _clean_faults(server: HubServer) -> Any:
 
 def run_client(server: HubServer, home: Path, code: str) -> Any:
     """Run ``code`` in a fresh interpreter pointed at the server; returns the JSON it prints last."""
-    scrubbed = ("HF_", "KERNELS_", "KERNLOCK_", "LOCAL_KERNELS", "DO_NOT_TRACK", "DISABLE_TELEMETRY")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(scrubbed)}
-    env.update(server.env(), HF_HOME=str(home), HF_HUB_CACHE=str(home / "hub"), KERNELS_CACHE=str(home / "k"))
+    env = clean_env(**server.env(), HF_HOME=str(home), HF_HUB_CACHE=str(home / "hub"), KERNELS_CACHE=str(home / "k"))
     prelude = "import json, hashlib, os\nimport huggingface_hub as hh\napi = hh.HfApi()\n"
     proc = subprocess.run(
         [sys.executable, "-c", prelude + textwrap.dedent(code)],
@@ -511,14 +510,18 @@ def test_injected_status_with_retry_after(server: HubServer) -> None:
     assert [e.status for e in server.log.snapshot()[-2:]] == [429, 200]
 
 
-def test_injected_latency(server: HubServer) -> None:
-    server.faults.latency(0.6, match="overview")
-    started = time.monotonic()
-    assert fetch(f"{server.url}/api/organizations/acme/overview")[0] == 200
-    assert time.monotonic() - started >= 0.6
-    started = time.monotonic()
+def test_injected_latency_delays_only_matching_requests(server: HubServer) -> None:
+    """An overview that arrived first is answered after a refs request that came later: only it was delayed."""
+    server.faults.latency(2.0, match="overview")
+    server.log.clear()
+    slow = threading.Thread(target=fetch, args=(f"{server.url}/api/organizations/acme/overview",))
+    slow.start()
+    time.sleep(0.2)  # let the overview request arrive first (not a measurement)
     assert fetch(f"{server.url}/api/kernels/acme/relu/refs")[0] == 200
-    assert time.monotonic() - started < 0.6
+    slow.join()
+    refs, overview = server.log.snapshot()
+    assert (refs.path, overview.path) == ("/api/kernels/acme/relu/refs", "/api/organizations/acme/overview")
+    assert overview.started < refs.started and overview.status == 200
 
 
 def test_dropped_connection(server: HubServer) -> None:

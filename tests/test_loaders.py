@@ -21,13 +21,14 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import test_runtime
-from helpers import CPU_ENV
-from test_runtime import ACTIVATION, FA2, LAYER_NORM, PAGED, UNLOCKED, Child, Runtime, _tampered_cache
+from helpers import CPU_ENV, Child, kernelize_silu_and_mul
+from test_runtime import ACTIVATION, FA2, LAYER_NORM, PAGED, UNLOCKED, Runtime, _tampered_cache
 
 from kernlock import loaders
 from kernlock.compat import transformers_gate
@@ -107,13 +108,11 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
     activation_lock = tmp_path / "activation-own.lock"
     activation_lock.write_text(json.dumps(_their_lock(runtime, ACTIVATION)))
     child = runtime.run(
-        f"""
+        textwrap.dedent(
+            f"""
         from pathlib import Path
-        import torch
-        from torch import nn
         import kernels
-        from kernels import FuncRepository, LayerRepository, LockedLayerRepository, Mode, kernelize
-        from kernels import use_kernel_forward_from_hub, use_kernel_mapping
+        from kernels import FuncRepository, LockedLayerRepository
         sys.path.insert(0, sys.argv[2])
         theirs = Path(sys.argv[1])
 
@@ -124,17 +123,11 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
         by_load_kernel = kernels.load_kernel("{FA2}", lockfile=theirs)
         installed = kernels.install_kernel("{FA2}", revision="{fa2}")
         has = kernels.has_kernel("{FA2}", version=4)
-
-        @use_kernel_forward_from_hub("SiluAndMul")
-        class SiluAndMul(nn.Module):
-            def forward(self, x):
-                d = x.shape[-1] // 2
-                return nn.functional.silu(x[..., :d]) * x[..., d:]
-
-        layer = nn.Sequential(SiluAndMul())
-        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{ACTIVATION}", layer_name="SiluAndMul", version=1)}}}}
-        with use_kernel_mapping(mapping):
-            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
+        """
+        )
+        + kernelize_silu_and_mul(ACTIVATION)
+        + textwrap.dedent(
+            f"""
         layer(torch.randn(3, 8))
         func = FuncRepository("{ACTIVATION}", func_name="silu_and_mul", version=1).load()
         func()(torch.empty(3, 4), torch.randn(3, 8))
@@ -148,7 +141,8 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
             locked_layer=locked_layer.load() is kernels.get_kernel("{ACTIVATION}", version=2).layers.SiluAndMul,
             norm=norm.__module__,
         )
-        """,
+        """
+        ),
         args=[str(theirs), str(site), str(activation_lock)],
     )
     report = runtime.assert_locked(child, FA2, ACTIVATION, LAYER_NORM)

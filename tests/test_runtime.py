@@ -16,17 +16,27 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import CPU_ENV, SCRUBBED, run_cli, write_pyproject
+from helpers import (
+    CHILD_HELPERS,
+    CHILD_PRELUDE,
+    CPU_ENV,
+    Child,
+    LockedProject,
+    clean_env,
+    kernelize_silu_and_mul,
+    run_cli,
+    user_env_for,
+    write_pyproject,
+)
 
 from kernlock import lockfile, sync
 from kernlock.hooks_kernels import satisfies
-from kernlock.lockfile import Lock, LockedKernel
-from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo, read_identity
+from kernlock.lockfile import Lock
+from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
 
 FA2 = "kernels-community/flash-attn2"
 ACTIVATION = "kernels-community/activation"
@@ -44,135 +54,11 @@ REQUIREMENTS = f"""\
 "{FP8}" = "v1"
 """
 
-# -- what every child process runs ----------------------------------------------------------------------------
 
-# First, before anything else: record every socket the process connects.
-PRELUDE = """\
-import json, sys
-CONNECTS = []
-sys.addaudithook(lambda event, args: CONNECTS.append(repr(args[1])) if event == "socket.connect" else None)
-"""
-HELPERS = """\
-def loaded():
-    import kernels
-    return {
-        k.repo_info.repo_id: {
-            "commit": k.repo_info.revision,
-            "identity": k.module.KERNEL_IDENTITY,
-            "calls": dict(k.module.CALL_COUNTS),
-        }
-        for k in kernels.get_loaded_kernels()
-        if k.repo_info is not None
-    }
-
-
-def train_llama(attn, **kwargs):
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-    )
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **kwargs)
-    model.train()
-    ids = torch.randint(0, 64, (2, 8))
-    loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    grad = model.model.layers[0].self_attn.q_proj.weight.grad
-    return model, {"attn": model.config._attn_implementation, "loss": float(loss), "q_grad": float(grad.abs().sum())}
-
-
-def report(**extra):
-    print("REPORT " + json.dumps({"loaded": loaded(), "connects": CONNECTS, **extra}), flush=True)
-"""
-
-
-@dataclass
-class Child:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def report(self) -> dict[str, Any]:
-        for line in self.stdout.splitlines():
-            if line.startswith("REPORT "):
-                return json.loads(line[len("REPORT ") :])
-        raise AssertionError(f"no report (exit {self.returncode}):\n{self.stdout}\n{self.stderr}")
-
-    def error_line(self) -> str:
-        """The last line of stderr: what the user sees of an uncaught exception."""
-        lines = [line for line in self.stderr.splitlines() if line.strip()]
-        return lines[-1] if lines else ""
-
-
-@dataclass
-class Runtime:
-    root: Path  # the Hub's repositories
-    project: Path
-    lock: Lock
-    env: dict[str, str]  # a user's environment: synced cache, HF_ENDPOINT of the stopped Hub
-
-    def entry(self, repo: str) -> LockedKernel:
-        entry = self.lock.entry_for(repo, CPU_ENV)
-        assert entry is not None, repo
-        return entry
-
-    def identity(self, repo: str) -> dict[str, Any]:
-        """KERNEL_IDENTITY of the locked build, read from git at the locked commit."""
-        entry = self.entry(repo)
-        variant = entry.variant_for(CPU_ENV)
-        assert variant is not None
-        return read_identity(self.root, repo, entry.commit, variant.name)
-
-    def run(
-        self,
-        body: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: Path | None = None,
-        activate: bool = True,
-        args: list[str] | None = None,
-    ) -> Child:
-        """Run PRELUDE, ``import kernlock.activate`` (unless not ``activate``), HELPERS and ``body``."""
-        code = PRELUDE + ("import kernlock.activate\n" if activate else "") + HELPERS + textwrap.dedent(body)
-        return self.run_argv([sys.executable, "-c", code, *(args or [])], env=env, cwd=cwd)
-
-    def run_argv(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Child:
-        result = subprocess.run(
-            argv, env={**self.env, **(env or {})}, cwd=cwd or self.project, capture_output=True, text=True, timeout=300
-        )
-        return Child(result.returncode, result.stdout, result.stderr)
-
-    def assert_locked(self, child: Child, *repos: str) -> dict[str, Any]:
-        """Each of ``repos`` was loaded at its locked commit, as the locked build; no socket was connected."""
-        assert child.returncode == 0, child.stderr[-3000:]
-        report = child.report
-        for repo in repos:
-            assert repo in report["loaded"], (repo, report["loaded"].keys(), child.stderr[-2000:])
-            assert report["loaded"][repo]["commit"] == self.entry(repo).commit
-            assert report["loaded"][repo]["identity"] == self.identity(repo)
-        assert report["connects"] == []
-        return report
-
+class Runtime(LockedProject):
     def write_lock(self, path: Path, lock: Lock) -> Path:
         lockfile.write(path, lock)
         return path
-
-
-def _user_env(base: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    env.update(
-        {
-            "HF_HOME": str(base / "hf-home"),
-            "HF_HUB_CACHE": str(base / "hf-cache"),
-            "KERNLOCK_CACHE": str(base / "kernlock-cache"),
-            "HF_HUB_DISABLE_XET": "1",
-        }
-    )
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +71,7 @@ def rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     project = base / "project"
     project.mkdir()
     write_pyproject(project, REQUIREMENTS, environments=[CPU_ENV])
-    env = _user_env(base)
+    env = user_env_for(base)
     with HubServer(root) as server:
         for command in ("lock", "sync"):
             result = run_cli(command, "--project", str(project), env={**env, **server.env()})
@@ -198,7 +84,7 @@ def rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
 def online(rt: Runtime, tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
     """The Hub running again, and a user environment pointed at it with an empty cache."""
     with HubServer(rt.root) as server:
-        env = {**_user_env(tmp_path), **server.env()}
+        env = {**user_env_for(tmp_path), **server.env()}
         yield server, env
 
 
@@ -283,36 +169,25 @@ def test_use_kernels_and_kernelize_layer_mappings(rt: Runtime):
     """``LayerRepository(version=N)`` mappings (transformers ``use_kernels=True``, ``kernels.kernelize``) load
     the locked builds; the model trains through the locked RMSNorm layer."""
     child = rt.run(
-        f"""
-        import torch
-        from torch import nn
-        from kernels import LayerRepository, Mode, kernelize, register_kernel_mapping, use_kernel_forward_from_hub
-        from kernels import use_kernel_mapping
+        textwrap.dedent(
+            f"""
+            import torch
+            from kernels import LayerRepository, register_kernel_mapping
 
-        # transformers' use_kernels=True with a mapping for this device (its default mapping has no CPU RMSNorm)
-        register_kernel_mapping(
-            {{"RMSNorm": {{"cpu": LayerRepository("{LAYER_NORM}", layer_name="LlamaRMSNorm", version=3)}}}}
+            # transformers' use_kernels=True with a mapping for this device (its default mapping has no CPU RMSNorm)
+            register_kernel_mapping(
+                {{"RMSNorm": {{"cpu": LayerRepository("{LAYER_NORM}", layer_name="LlamaRMSNorm", version=3)}}}}
+            )
+            model, result = train_llama("sdpa")
+            model.set_use_kernels(True)
+            model.zero_grad()
+            ids = torch.randint(0, 64, (2, 8))
+            model(input_ids=ids, labels=ids).loss.backward()
+            norm_grad = float(model.model.norm.weight.grad.abs().sum())
+            """
         )
-        model, result = train_llama("sdpa")
-        model.set_use_kernels(True)
-        model.zero_grad()
-        ids = torch.randint(0, 64, (2, 8))
-        model(input_ids=ids, labels=ids).loss.backward()
-        norm_grad = float(model.model.norm.weight.grad.abs().sum())
-
-        @use_kernel_forward_from_hub("SiluAndMul")
-        class SiluAndMul(nn.Module):
-            def forward(self, x):
-                d = x.shape[-1] // 2
-                return nn.functional.silu(x[..., :d]) * x[..., d:]
-
-        layer = nn.Sequential(SiluAndMul())
-        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{ACTIVATION}", layer_name="SiluAndMul", version=1)}}}}
-        with use_kernel_mapping(mapping):
-            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
-        layer(torch.randn(3, 8))
-        report(norm_grad=norm_grad)
-        """
+        + kernelize_silu_and_mul(ACTIVATION)
+        + "layer(torch.randn(3, 8))\nreport(norm_grad=norm_grad)\n"
     )
     report = rt.assert_locked(child, LAYER_NORM, ACTIVATION)
     assert report["loaded"][LAYER_NORM]["calls"]["rms_norm"] > 0 and report["norm_grad"] > 0
@@ -502,8 +377,8 @@ def test_kernlock_run_activates_every_python_process_and_passes_the_exit_code(rt
     """No kernlock import in the program: `kernlock run` activates it, and the Python processes it starts."""
     script = tmp_path / "train.py"
     script.write_text(
-        PRELUDE
-        + HELPERS
+        CHILD_PRELUDE
+        + CHILD_HELPERS
         + textwrap.dedent(
             f"""
             import subprocess
@@ -616,7 +491,6 @@ def test_kernlock_activate_stays_callable_after_import_kernlock_activate(tmp_pat
         "import kernlock\n"
         "print(kernlock.activate(mode='warn').mode, kernlock.activate().mode)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["warn", "strict"]

@@ -20,7 +20,7 @@ from kernlock import api
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.cli import main
-from kernlock.errors import IntegrityError, LockError, NotSyncedError
+from kernlock.errors import HubError, IntegrityError, LockError, NotSyncedError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock
 from kernlock.testing import Catalog, HubServer
@@ -254,7 +254,7 @@ def test_tampered_and_truncated_files(user_env: dict[str, str], hub: HubServer, 
     assert syncing.check_variant(entry, variant, full=True) == root
 
 
-def test_receipt_check_is_cheap_and_survives_touch(user_env: dict[str, str], hub: HubServer, project: Path):
+def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
     entry, variant = _entry_variant(lock, ACTIVATION)
     with pytest.raises(NotSyncedError, match="`kernlock sync`"):
@@ -303,7 +303,7 @@ def test_faults_are_survived(user_env: dict[str, str], hub: HubServer, project: 
 def test_persistent_5xx_is_reported_and_nothing_half_written(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
     hub.faults.status(503, times=None, match=r"\.so$")
-    with pytest.raises(Exception, match=r"HTTP 503.*attempt") as err:
+    with pytest.raises(HubError, match=r"HTTP 503.*attempt") as err:
         syncing.sync(lock, [CPU_ENV], hub=Hub(backoff=0.01, retries=2), progress=False)
     assert "try again later" in str(err.value)
     entry, variant = _entry_variant(lock, ACTIVATION)

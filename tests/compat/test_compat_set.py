@@ -15,69 +15,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
-import textwrap
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from compat_matrix import MatrixSet, current, load
-from helpers import CPU_ENV, SCRUBBED, run_cli, write_pyproject
+from helpers import CPU_ENV, LockedProject, kernelize_silu_and_mul, run_cli, user_env_for, write_pyproject
 
 from kernlock import lockfile
-from kernlock.lockfile import Lock, LockedKernel
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, move_branch, read_identity
 
 FA2 = "kernels-community/flash-attn2"
 ACTIVATION = "kernels-community/activation"
 PAGED = "kernels-community/paged-attention"  # kernel-depends on activation version 2 (at v2)
 SPECS = [f"{FA2}@v2", f"{ACTIVATION}@v2", f"{PAGED}@v2"]
-
-# Before anything else in a child: record every socket it connects.
-PRELUDE = """\
-import json, sys
-CONNECTS = []
-sys.addaudithook(lambda event, args: CONNECTS.append(repr(args[1])) if event == "socket.connect" else None)
-import kernlock.activate
-"""
-HELPERS = """\
-def loaded():
-    import kernels
-    found = {}
-    for k in kernels.get_loaded_kernels():
-        identity = getattr(k.module, "KERNEL_IDENTITY", None)
-        if identity is not None:
-            commit = k.repo_info.revision if k.repo_info is not None else None
-            found[identity["repo"]] = {"commit": commit, "identity": identity, "calls": dict(k.module.CALL_COUNTS)}
-    return found
-
-
-def train_llama(attn):
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-    )
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn)
-    model.train()
-    ids = torch.randint(0, 64, (2, 8))
-    loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    grad = model.model.layers[0].self_attn.q_proj.weight.grad
-    return {"attn": model.config._attn_implementation, "loss": float(loss), "q_grad": float(grad.abs().sum())}
-
-
-def report(**extra):
-    print("REPORT " + json.dumps({"loaded": loaded(), "connects": CONNECTS, **extra}), flush=True)
-"""
 
 
 @pytest.fixture(scope="session")
@@ -89,86 +42,19 @@ def matrix_set() -> MatrixSet:
     return found
 
 
-@dataclass
-class Child:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def report(self) -> dict[str, Any]:
-        for line in self.stdout.splitlines():
-            if line.startswith("REPORT "):
-                return json.loads(line[len("REPORT ") :])
-        raise AssertionError(f"no report (exit {self.returncode}):\n{self.stdout}\n{self.stderr[-4000:]}")
-
-
-@dataclass
-class Locked:
-    root: Path  # the Hub's repositories
-    project: Path
-    lock: Lock
-    env: dict[str, str]  # a user's environment: the synced cache, HF_ENDPOINT of a stopped Hub
-
-    def entry(self, repo: str) -> LockedKernel:
-        entry = self.lock.entry_for(repo, CPU_ENV)
-        assert entry is not None, repo
-        return entry
-
-    def identity(self, repo: str) -> dict[str, Any]:
-        """KERNEL_IDENTITY of the locked build, read from git at the locked commit."""
-        return read_identity(self.root, repo, self.entry(repo).commit, CPU_VARIANT)
-
-    def run(self, body: str, env: dict[str, str] | None = None) -> Child:
-        code = PRELUDE + HELPERS + textwrap.dedent(body)
-        result = subprocess.run(
-            [sys.executable, "-c", code],
-            env={**self.env, **(env or {})},
-            cwd=self.project,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        return Child(result.returncode, result.stdout, result.stderr)
-
-    def assert_locked(self, child: Child, *repos: str) -> dict[str, Any]:
-        """Each of ``repos`` was loaded as its locked build at its locked commit; no socket was connected."""
-        assert child.returncode == 0, child.stderr[-4000:]
-        report = child.report
-        for repo in repos:
-            assert repo in report["loaded"], (repo, list(report["loaded"]), child.stderr[-2000:])
-            assert report["loaded"][repo]["identity"] == self.identity(repo)
-            assert report["loaded"][repo]["commit"] == self.entry(repo).commit
-        assert report["connects"] == []
-        return report
-
-
-def _user_env(base: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    env.update(
-        {
-            "HF_HOME": str(base / "hf-home"),
-            "HF_HUB_CACHE": str(base / "hf-cache"),
-            "KERNLOCK_CACHE": str(base / "kernlock-cache"),
-            "HF_HUB_DISABLE_XET": "1",
-        }
-    )
-    return env
-
-
 def _ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
 
 @pytest.fixture(scope="module")
-def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Locked]:
+def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedProject]:
     """`kernlock add` -> `lock` -> `sync` against the session's catalog, served by a Hub stopped afterwards."""
     base = tmp_path_factory.mktemp("compat")
     project = base / "project"
     project.mkdir()
     write_pyproject(project, "", environments=[CPU_ENV])
-    env = _user_env(base)
+    env = user_env_for(base)
     with HubServer(catalog.root) as server:
         online = {**env, **server.env()}
         where = ("--project", str(project))
@@ -181,7 +67,7 @@ def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         env["HF_ENDPOINT"] = server.url
     _ok(run_cli("lock", "--check", *where, env=env))  # asks no Hub
     _ok(run_cli("verify", *where, env=env))
-    yield Locked(catalog.root, project, lockfile.read(project / "kernels.lock"), env)
+    yield LockedProject(catalog.root, project, lockfile.read(project / "kernels.lock"), env)
 
 
 def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
@@ -193,14 +79,14 @@ def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
     assert hasattr(kernels, "get_kernel_dep") is bool(matrix_set.kernel_dependencies)
 
 
-def test_lock_pins_the_branch_heads(locked: Locked, catalog: Catalog) -> None:
+def test_lock_pins_the_branch_heads(locked: LockedProject, catalog: Catalog) -> None:
     for spec in SPECS:
         repo, rev = spec.split("@")
         assert locked.entry(repo).commit == catalog.repo(repo).head(rev), spec
         assert locked.entry(repo).variant_for(CPU_ENV).name == CPU_VARIANT
 
 
-def test_kernlock_env_reports_the_transformers_gate(locked: Locked, matrix_set: MatrixSet) -> None:
+def test_kernlock_env_reports_the_transformers_gate(locked: LockedProject, matrix_set: MatrixSet) -> None:
     result = _ok(run_cli("env", "--json", "--project", str(locked.project), env=locked.env))
     report = json.loads(result.stdout)
     assert report["environment"] == CPU_ENV
@@ -215,7 +101,7 @@ def test_kernlock_env_reports_the_transformers_gate(locked: Locked, matrix_set: 
         assert "WARNING: transformers" in text and "silently OFF" in text
 
 
-def test_transformers_attention_path(locked: Locked, matrix_set: MatrixSet) -> None:
+def test_transformers_attention_path(locked: LockedProject, matrix_set: MatrixSet) -> None:
     """Gate on: a tiny Llama trains through the locked flash-attn2 v2 whatever version transformers asks for.
     Gate off (transformers rejects the installed kernels): the user sees transformers' own "incompatible kernels"
     error, nothing loads, nothing is asked; `kernlock env` names the pair (test above)."""
@@ -224,7 +110,7 @@ def test_transformers_attention_path(locked: Locked, matrix_set: MatrixSet) -> N
         import logging
         logging.basicConfig(level=logging.INFO)
         try:
-            result = train_llama("{FA2}")
+            _model, result = train_llama("{FA2}")
         except Exception as err:
             result = {{"error": [type(err).__name__, str(err)]}}
         report(**result)
@@ -246,28 +132,13 @@ def test_transformers_attention_path(locked: Locked, matrix_set: MatrixSet) -> N
     assert f"asked for version={asked}" in child.stderr and "kernels.lock pins v2" in child.stderr, child.stderr[-3000:]
 
 
-def test_kernelize_a_locked_layer(locked: Locked) -> None:
+def test_kernelize_a_locked_layer(locked: LockedProject) -> None:
     """``LayerRepository(version=1)`` of a repo locked at v2: kernelize swaps in the locked build's layer."""
     child = locked.run(
-        f"""
-        import torch
-        from torch import nn
-        from kernels import LayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
-
-        @use_kernel_forward_from_hub("SiluAndMul")
-        class SiluAndMul(nn.Module):
-            def forward(self, x):
-                d = x.shape[-1] // 2
-                return nn.functional.silu(x[..., :d]) * x[..., d:]
-
-        layer = nn.Sequential(SiluAndMul())
-        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{ACTIVATION}", layer_name="SiluAndMul", version=1)}}}}
-        with use_kernel_mapping(mapping):
-            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
-        x = torch.randn(3, 8)
-        same = bool(torch.allclose(layer(x), nn.functional.silu(x[:, :4]) * x[:, 4:]))
-        report(same=same)
-        """
+        kernelize_silu_and_mul(ACTIVATION)
+        + "x = torch.randn(3, 8)\n"
+        + "same = bool(torch.allclose(layer(x), nn.functional.silu(x[:, :4]) * x[:, 4:]))\n"
+        + "report(same=same)\n"
     )
     report = locked.assert_locked(child, ACTIVATION)
     assert report["same"] is True
@@ -275,7 +146,7 @@ def test_kernelize_a_locked_layer(locked: Locked) -> None:
     assert report["loaded"][ACTIVATION]["identity"]["version"] == 2  # asked version=1
 
 
-def test_get_kernel_by_version_loads_the_locked_build(locked: Locked) -> None:
+def test_get_kernel_by_version_loads_the_locked_build(locked: LockedProject) -> None:
     child = locked.run(
         f"""
         import kernels
@@ -287,7 +158,7 @@ def test_get_kernel_by_version_loads_the_locked_build(locked: Locked) -> None:
     assert all(identity == locked.identity(FA2) for identity in report["asked"].values())
 
 
-def test_kernel_dependencies_load_locked(locked: Locked, matrix_set: MatrixSet) -> None:
+def test_kernel_dependencies_load_locked(locked: LockedProject, matrix_set: MatrixSet) -> None:
     if not matrix_set.kernel_dependencies:
         pytest.skip(matrix_set.note)
     child = locked.run(
@@ -319,7 +190,7 @@ def test_a_branch_moved_after_locking_still_loads_the_locked_commit(
     assert (project / "kernels.lock").read_bytes() == before  # the pin is kept
 
     hub.log.clear()
-    child = Locked(catalog.root, project, lockfile.read(project / "kernels.lock"), user_env).run(
+    child = LockedProject(catalog.root, project, lockfile.read(project / "kernels.lock"), user_env).run(
         f"""
         import kernels
         kernels.get_kernel("{repo}", version=1)
