@@ -15,8 +15,7 @@ import uuid
 from pathlib import Path
 
 import tomllib
-from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
-from test_runtime import HELPERS, PRELUDE
+from helpers import CHILD_HELPERS, CHILD_PRELUDE, CPU_ENV, Child, assert_clean_error, run_cli, write_pyproject
 
 from kernlock import lockfile
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
@@ -45,21 +44,20 @@ def kernels_lock(project: Path, env: dict[str, str]) -> str:
 
 
 def child(code: str, env: dict[str, str], cwd: Path) -> dict:
-    """Run PRELUDE + HELPERS + ``code`` in a fresh, offline Python; its REPORT, after checking no socket was used."""
-    env = {**env, "HF_HUB_OFFLINE": "1"}
+    """Run ``code`` in a fresh, offline Python (CHILD_PRELUDE and CHILD_HELPERS first); its REPORT, after checking
+    that no socket was connected."""
     result = subprocess.run(
-        [sys.executable, "-c", PRELUDE + HELPERS + code],
-        env=env,
+        [sys.executable, "-c", CHILD_PRELUDE + CHILD_HELPERS + code],
+        env={**env, "HF_HUB_OFFLINE": "1"},
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(line for line in result.stdout.splitlines() if line.startswith("REPORT "))
-    report = json.loads(line[len("REPORT ") :])
-    assert report["connects"] == []
-    return report
+    ran = Child(result.returncode, result.stdout, result.stderr)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.report["connects"] == []
+    return ran.report
 
 
 # -- the kernels library's lock: never clobbered, then imported ------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CPU_ENV, SCRUBBED, kernlock_usage_problem, run_cli, write_pyproject
+from helpers import CPU_ENV, clean_env, kernlock_usage_problem, run_cli, write_pyproject
 
 from kernlock.testing import Catalog, HubServer
 
@@ -40,9 +40,8 @@ def source_repo(dest: Path) -> str:
 
 def tool_env(tmp: Path) -> dict[str, str]:
     """A user's shell without this test's virtual environment: no kernlock, no kernels on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED and not k.startswith("VIRTUAL_ENV")}
+    env = {k: v for k, v in clean_env(HOME=str(tmp / "home")).items() if not k.startswith("VIRTUAL_ENV")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if Path(p) != BIN)
-    env["HOME"] = str(tmp / "home")
     return env
 
 
