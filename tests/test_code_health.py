@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-CLOCKS = re.compile(r"\btime\.(monotonic|perf_counter|time|process_time)(_ns)?\(\)|\b(elapsed|duration|seconds_taken)\b")
+CLOCKS = re.compile(
+    r"\btime\.(monotonic|perf_counter|time|process_time)(_ns)?\(\)|\b(elapsed|duration|seconds_taken)\b"
+)
 
 
 def _test_sources() -> list[Path]:
