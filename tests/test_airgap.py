@@ -18,6 +18,7 @@ import sys
 import tarfile
 import textwrap
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -141,7 +142,7 @@ def test_a_flipped_byte_is_refused_naming_the_file_and_nothing_is_installed(site
     assert entry is not None
     variant = entry.variant_for(CPU_ENV)
     assert variant is not None
-    locked = max(variant.files, key=lambda f: f.size)  # the LFS .so
+    locked = next(f for f in variant.files if f.algorithm == "sha256")  # the LFS .so
     flipped = _flip(site.bundle, bundles.member_name(entry, variant, locked), tmp_path)
     result = run_cli("sync", "--from", str(flipped), "--project", str(site.project), env=site.fresh_env(tmp_path))
     assert result.returncode == 1
@@ -354,3 +355,51 @@ def test_kernlock_sync_against_a_mirror_of_a_cache(site: Site, tmp_path: Path):
             health = json.loads(response.read())
     assert health["status"] == "ok" and set(health["kernels"]) == {ACTIVATION, FA2}
     assert "serving 2 kernels" in server.output()
+
+
+def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers with lowercase names, body)."""
+    request = urllib.request.Request(url, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request) as response:
+            status, answer, body = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as err:
+        status, answer, body = err.code, err.headers, err.read()
+    return status, {k.lower(): v for k, v in answer.items()}, body
+
+
+def test_the_mirror_answers_ranges_from_the_bundle_with_the_hub_headers(site: Site, mirror: MirrorProcess):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")  # an LFS file
+    with tarfile.open(site.bundle) as tar:
+        content = tar.extractfile(bundles.member_name(entry, variant, so)).read()  # type: ignore[union-attr]
+    url = f"{mirror.url}/kernels/{FA2}/resolve/v4/build/{variant.name}/{so.path}"
+    status, headers, body = _get(url, "HEAD")
+    assert status == 200 and body == b""
+    assert headers["x-repo-commit"] == entry.commit
+    assert headers["x-linked-etag"].strip('"') == so.digest and headers["x-linked-size"] == str(so.size)
+    assert headers["content-length"] == str(so.size)
+    status, headers, body = _get(url, headers={"Range": "bytes=100-"})
+    assert status == 206 and body == content[100:]
+    assert headers["content-range"] == f"bytes 100-{so.size - 1}/{so.size}"
+    assert _get(url, headers={"Range": f"bytes={so.size}-"})[0] == 416
+    status, headers, _ = _get(f"{mirror.url}/kernels/{FA2}/resolve/{entry.commit}/README.md")
+    assert status == 404 and headers["x-error-code"] == "EntryNotFound"
+    assert _get(f"{mirror.url}/anything/else")[0] == 404
+    assert _get(f"{mirror.url}/api/kernels/{FA2}/refs", "POST")[0] == 405  # read-only
+
+
+def test_serve_names_the_missing_server_and_imports_no_test_code(site: Site):
+    code = (
+        "import sys; sys.modules['gunicorn.app.base'] = None\n"
+        "import kernlock.mirror\nassert not [m for m in sys.modules if m.startswith('kernlock.testing')]\n"
+        "from kernlock.cli import main\nmain(['serve', '--from', sys.argv[1], '--port', '0'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(site.bundle)], env=site.env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    assert "pip install 'kernlock[serve]'" in result.stderr

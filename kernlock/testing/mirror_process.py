@@ -56,25 +56,9 @@ class MirrorProcess:
         """The access log's lines."""
         return self.log.read_text().splitlines() if self.log.exists() else []
 
-    def pids(self) -> list[int]:
-        """The server's processes: the gunicorn arbiter and its workers."""
-        pids = [self.proc.pid]
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        if children.exists():
-            pids += [int(p) for p in children.read_text().split()]
-        return pids
-
     def rss(self) -> int:
-        """Resident memory of all the server's processes, in bytes."""
-        total = 0
-        for pid in self.pids():
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            except OSError:
-                pass
-        return total
+        """Resident memory of all the server's processes (the gunicorn arbiter and its workers), in bytes."""
+        return tree_rss(self.proc.pid)
 
     def stop(self) -> None:
         """SIGTERM (gunicorn stops gracefully), then wait."""
@@ -86,6 +70,22 @@ class MirrorProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._out.close()
+
+
+def tree_rss(pid: int) -> int:
+    """Summed resident memory of a process and its children, in bytes (0 once it is gone)."""
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(p) for p in children.read_text().split()]
+    total = 0
+    for one in pids:
+        try:
+            status = Path(f"/proc/{one}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total
 
 
 def client_env(base: dict[str, str], url: str, cache: Path) -> dict[str, str]:
