@@ -106,14 +106,28 @@ def _build(work: Path, kernels: int, so_mib: float, env: dict[str, str]) -> tupl
     bundle = work / "fleet.tar"
     with HubServer(hub_root) as hub:
         connected = {**env, **hub.env(), "HF_HUB_CACHE": str(work / "connected-cache")}
-        for args in (["lock"], ["bundle", "-o", str(bundle)]):
+        for args in (["lock"], ["sync"]):
             subprocess.run(
                 [sys.executable, "-m", "kernlock", *args, "--project", str(project)], env=connected, check=True
             )
+        rss = _peak_rss_of(
+            [sys.executable, "-m", "kernlock", "bundle", "-o", str(bundle), "--project", str(project)], connected
+        )
         print(
-            f"connected side: lock + bundle cost {len(hub.log)} Hub requests; bundle {bundle.stat().st_size >> 20} MiB"
+            f"connected side: lock + sync + bundle cost {len(hub.log)} Hub requests; bundle "
+            f"{bundle.stat().st_size >> 20} MiB written with a peak RSS of {rss >> 20} MB"
         )
     return hub_root, project, repos, bundle
+
+
+def _peak_rss_of(argv: list[str], env: dict[str, str]) -> int:
+    """Run ``argv``; its peak resident memory in bytes, sampled (``wait4``'s ru_maxrss would count the memory
+    of this process that the child shares between fork and exec)."""
+    proc = subprocess.Popen(argv, env=env)
+    peak = _Peak(proc.pid)
+    if proc.wait():
+        raise subprocess.CalledProcessError(proc.returncode, argv)
+    return peak.stop()
 
 
 def _fleet(url: str, clients: int, project: Path, repos: list[str], work: Path, env: dict[str, str]) -> dict:
