@@ -127,7 +127,7 @@ class Response:
         """The body for a WSGI server: a file through ``wsgi.file_wrapper`` (gunicorn sends it with ``sendfile``,
         stopping at Content-Length), anything else in chunks. Memory stays flat whatever the file's size."""
         wrapper = environ.get("wsgi.file_wrapper")
-        if self.file is None or wrapper is None or environ.get("REQUEST_METHOD") == "HEAD":
+        if self.file is None or wrapper is None:
             return self.chunks()
         handle = open(self.file, "rb")  # noqa: SIM115 (closed by the server through the wrapper)
         handle.seek(self.offset)

@@ -114,6 +114,14 @@ def test_bundle_round_trip_offline_and_deterministic(site: Site, tmp_path: Path)
     assert run_cli("verify", "--all-environments", "--project", str(site.project), env=env).returncode == 0
 
 
+def test_bundle_of_files_not_in_the_cache_offline_says_so_and_writes_nothing(site: Site, tmp_path: Path):
+    env = {**site.fresh_env(tmp_path), "HF_HUB_OFFLINE": "1"}
+    result = run_cli("bundle", "-o", str(tmp_path / "b.tar"), "--project", str(site.project), env=env)
+    assert result.returncode == 1
+    assert "locked files not in the cache" in result.stderr and "kernlock sync" in result.stderr
+    assert list(tmp_path.glob("*.tar*")) == []
+
+
 def test_sync_from_installs_only_this_environment_by_default(site: Site, tmp_path: Path):
     env = site.fresh_env(tmp_path)
     result = run_cli("sync", "--from", str(site.bundle), "--project", str(site.project), env=env)
