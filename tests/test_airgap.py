@@ -411,3 +411,24 @@ def test_serve_names_the_missing_server_and_imports_no_test_code(site: Site):
     )
     assert result.returncode == 1, result.stderr
     assert "pip install 'kernlock[serve]'" in result.stderr
+
+
+def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(site: Site, tmp_path: Path):
+    cache = tmp_path / "cache"
+    shutil.copytree(site.synced_cache, cache, symlinks=True)
+    entry = site.lock.entry_for(FA2, CUDA_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CUDA_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")
+    blob = cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+    data = bytearray(blob.read_bytes())
+    data[0] ^= 1
+    blob.write_bytes(bytes(data))
+    with MirrorProcess(["--cache", str(cache), "--project", str(site.project)], site.env, tmp_path / "log") as server:
+        bad = _get(f"{server.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}")
+        tree = json.loads(_get(f"{server.url}/api/kernels/{FA2}/tree/{entry.commit}/build")[2])
+        output = server.output()
+    assert bad[0] == 404 and bad[1]["x-error-code"] == "EntryNotFound"
+    assert sorted(e["path"] for e in tree) == [f"build/{CPU_VARIANT}"]
+    assert f"not served: {FA2} {variant.name}" in output
