@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernlock import interrupt, lockfile
 from kernlock import project as projects
@@ -16,6 +17,9 @@ from kernlock.lockfile import Lock
 from kernlock.project import Pin, Project, Requirement, Spec
 from kernlock.resolver import Upgrade, latest_version, resolve
 from kernlock.variants import RULE
+
+if TYPE_CHECKING:
+    from kernlock.mirror import MirrorApp
 
 
 def target_environments(project: Project) -> list[Environment]:
@@ -444,7 +448,7 @@ def sync_from(
     return syncing.sync(lock, environments, hub=source, progress=progress)
 
 
-def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None = None):  # -> mirror.MirrorApp
+def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None = None) -> MirrorApp:
     """The Hub mirror of a bundle (its own lock, every file checked), or of the project's kernels.lock over the
     verified files of a kernel cache (default: this machine's)."""
     from kernlock import mirror
@@ -457,7 +461,7 @@ def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None
     return mirror.MirrorApp(mirror.from_cache(lock, cache or syncing.cache_dir()))
 
 
-def serve(app, host: str, port: int, workers: int, threads: int, access_log: str) -> None:  # app: mirror.MirrorApp
+def serve(app: MirrorApp, host: str, port: int, workers: int, threads: int, access_log: str) -> None:
     """Run the mirror with the production server until interrupted."""
     from kernlock import mirror
 
