@@ -18,6 +18,8 @@ from kernlock.errors import DuplicateSpecError, KernlockError
 from kernlock.resolver import Upgrade
 from kernlock.wording import count
 
+_BUNDLE = click.Path(dir_okay=False, path_type=Path)  # a bundle made by `kernlock bundle`
+
 project_option = click.option(
     "--project",
     "project_dir",
@@ -200,12 +202,25 @@ def env(as_json: bool, project_dir: Path | None) -> None:
 @click.option("--locked", is_flag=True, help="Fail (exit 1) if kernels.lock is stale instead of re-locking.")
 @click.option("--frozen", is_flag=True, help="Use kernels.lock as it is, without checking it against pyproject.toml.")
 @click.option("--offline", is_flag=True, help="Make no request: verify the cache, fail on anything missing or corrupt.")
+@click.option("--from", "from_bundle", type=_BUNDLE, help="Install from a bundle of this kernels.lock, no network.")
 @project_option
 @handle_errors
-def sync(all_environments: bool, locked: bool, frozen: bool, offline: bool, project_dir: Path | None) -> None:
+def sync(
+    all_environments: bool,
+    locked: bool,
+    frozen: bool,
+    offline: bool,
+    from_bundle: Path | None,
+    project_dir: Path | None,
+) -> None:
     """Download and verify exactly the locked files this environment needs."""
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
+    if from_bundle is not None:
+        if locked or frozen or offline:
+            raise click.UsageError("--from installs kernels.lock as it is: drop --locked, --frozen and --offline.")
+        _print_sync(api.sync_from(project_dir, from_bundle, all_environments=all_environments))
+        return
     report = api.sync(project_dir, all_environments=all_environments, locked=locked, frozen=frozen, offline=offline)
     _print_sync(report)
 
@@ -411,3 +426,66 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
             click.echo(f"  {line}")
     else:
         click.echo("`kernlock lock --upgrade` would change nothing")
+
+
+# -- air-gapped sites: bundle / serve (issue #15) ----------------------------------------------------------
+
+
+@main.command()
+@click.option(
+    "-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The bundle to write."
+)
+@click.option(
+    "--environment",
+    "environments",
+    multiple=True,
+    help="Bundle the variants this environment loads (repeatable); default: every environment of the lock.",
+)
+@project_option
+@handle_errors
+def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -> None:
+    """Write one archive (tar) with kernels.lock, a manifest and every locked file, for an air-gapped site."""
+    result = api.bundle(project_dir, out, list(environments) or None)
+    click.echo(
+        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({_size(result.size)}) for "
+        f"{', '.join(result.environments)} into {result.path}"
+    )
+
+
+@main.command()
+@click.option("--from", "from_bundle", type=_BUNDLE, help="Serve a bundle (with its own kernels.lock).")
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Serve the project's kernels.lock from this kernel cache (default: KERNELS_CACHE / HF_HUB_CACHE).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Server processes.")
+@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Threads per process.")
+@click.option("--access-log", default="-", show_default=True, help="Access log file (-: standard output).")
+@project_option
+@handle_errors
+def serve(
+    from_bundle: Path | None,
+    cache: Path | None,
+    host: str,
+    port: int,
+    workers: int,
+    threads: int,
+    access_log: str,
+    project_dir: Path | None,
+) -> None:
+    """Serve exactly the locked commits as a read-only Hub mirror (point HF_ENDPOINT at it)."""
+    if from_bundle is not None and cache is not None:
+        raise click.UsageError("--from and --cache cannot be combined.")
+    app = api.mirror_app(project_dir, from_bundle, cache)
+    for line in app.catalog.skipped:
+        click.secho(f"  not served: {line}", fg="yellow", err=True)
+    click.echo(
+        f"serving {count(len(app.catalog.repos), 'kernel')}, {count(app.catalog.file_count, 'file')} of "
+        f"kernels.lock at http://{host}:{port} (set HF_ENDPOINT there; GET /health)",
+    )
+    sys.stdout.flush()
+    api.serve(app, host, port, workers, threads, access_log)

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock
 from huggingface_hub import constants
@@ -63,6 +63,18 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 #: Files Python compiles to bytecode in ``__pycache__``: a folder holding one gets kernlock's marker file.
 _SOURCE_SUFFIXES = tuple(importlib.machinery.SOURCE_SUFFIXES)
+
+
+class FileSource(Protocol):
+    """Where sync gets a file's bytes: the Hub (:class:`kernlock.hub.Hub`) or a bundle
+    (:class:`kernlock.bundle.Bundle`). Whatever it writes is hashed before it becomes visible."""
+
+    endpoint: str  # named in messages
+
+    def download(
+        self, repo: str, commit: str, path: str, dest: Path, size: int | None = None, tqdm_class: type | None = None
+    ) -> None:
+        """Write ``path`` at ``commit`` into ``dest``, resuming from the bytes ``dest`` already holds."""
 
 
 # -- where things live -------------------------------------------------------------------------------------
@@ -775,7 +787,7 @@ def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[Locked
 def sync(
     lock: Lock,
     environments: list[str],
-    hub: Hub | None = None,
+    hub: Hub | FileSource | None = None,
     offline: bool = False,
     cache: Path | None = None,
     progress: bool = True,
@@ -793,7 +805,7 @@ def sync(
             "add the environment to [tool.kernlock] environments and run `kernlock lock`."
         )
     pairs = targets(lock, environments)
-    offline = offline or constants.HF_HUB_OFFLINE
+    offline = offline or (constants.HF_HUB_OFFLINE and getattr(hub, "remote", True))  # a bundle is no network
     if offline:
         results = _check_offline(pairs, cache)
     else:

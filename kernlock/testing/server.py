@@ -18,27 +18,38 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BytesIO
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode
+from urllib.parse import unquote
+
+from kernlock.hubwire import LFS_HEADER as _LFS_HEADER
+from kernlock.hubwire import Abort as _Abort
+from kernlock.hubwire import Call as _Call
+from kernlock.hubwire import Entry as _Entry
+from kernlock.hubwire import Lfs as _Lfs
+from kernlock.hubwire import Response as _Response
+from kernlock.hubwire import error as _error
+from kernlock.hubwire import flag as _flag
+from kernlock.hubwire import join as _join
+from kernlock.hubwire import json_response as _json
+from kernlock.hubwire import page as _page
+from kernlock.hubwire import ranged as _ranged
+from kernlock.hubwire import split_revision as _split_revision
+from kernlock.hubwire import status_line as _status_line
 
 __all__ = ["ConnectionDropped", "Faults", "HubServer", "Request", "RequestLog", "Transform", "make_app"]
 
 _T = TypeVar("_T")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_LFS_HEADER = b"version https://git-lfs.github.com/spec/v1\n"
 _LFS_POINTER_MAX = 1024
 _BLOB_CACHE_MAX = 64 * 1024
-_CHUNK = 1024 * 1024
 _EXPAND_PAGE_MAX = 50
-_REF_KINDS = ("heads", "tags", "pr", "convert")
 _REPO_TYPES = ("kernels", "models")
 
 
@@ -242,36 +253,6 @@ class _LRU:
             self._data.move_to_end(key)
             while len(self._data) > self._maxsize:
                 self._data.popitem(last=False)
-
-
-@dataclass(frozen=True)
-class _Lfs:
-    oid: str
-    size: int
-    pointer_size: int
-
-
-@dataclass(frozen=True)
-class _Entry:
-    path: str
-    kind: str  # "file" or "directory"
-    oid: str
-    size: int
-    lfs: _Lfs | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        if self.kind == "directory":
-            return {"type": "directory", "oid": self.oid, "size": 0, "path": self.path}
-        data: dict[str, Any] = {"type": "file", "oid": self.oid, "size": self.size, "path": self.path}
-        if self.lfs is not None:
-            data["lfs"] = {"oid": self.lfs.oid, "size": self.lfs.size, "pointerSize": self.lfs.pointer_size}
-        return data
-
-    def sibling(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"rfilename": self.path, "size": self.size, "blobId": self.oid}
-        if self.lfs is not None:
-            data["lfs"] = {"sha256": self.lfs.oid, "size": self.lfs.size, "pointerSize": self.lfs.pointer_size}
-        return data
 
 
 @dataclass(frozen=True)
@@ -538,143 +519,6 @@ class _GitRepo:
         return self.path / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
 
 
-# ---------------------------------------------------------------------------------------- HTTP helpers
-
-
-@dataclass
-class _Response:
-    status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-    stream: Callable[[], Iterator[bytes]] | None = None
-    length: int | None = None
-
-    @property
-    def content_length(self) -> int:
-        return self.length if self.stream is not None and self.length is not None else len(self.body)
-
-    def chunks(self) -> Iterator[bytes]:
-        if self.stream is not None:
-            yield from self.stream()
-        elif self.body:
-            yield self.body
-
-    def truncated(self) -> Iterator[bytes]:
-        """The first half of the body."""
-        left = self.content_length // 2
-        for chunk in self.chunks():
-            if left <= 0:
-                break
-            yield chunk[:left]
-            left -= len(chunk)
-
-
-class _Abort(Exception):
-    def __init__(self, response: _Response) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-def _json(data: Any, status: int = 200, headers: Iterable[tuple[str, str]] = ()) -> _Response:
-    body = json.dumps(data, separators=(",", ":")).encode()
-    return _Response(status, [("Content-Type", "application/json; charset=utf-8"), *headers], body)
-
-
-def _error(status: int, message: str, code: str | None = None, headers: Iterable[tuple[str, str]] = ()) -> _Response:
-    header = " ".join(message.split()).encode("ascii", "backslashreplace").decode()
-    extra = [("X-Error-Message", header)]
-    if code:
-        extra.append(("X-Error-Code", code))
-    return _json({"error": message}, status, [*extra, *headers])
-
-
-def _flag(value: str | None) -> bool:
-    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def _split_revision(segments: list[str]) -> tuple[str, list[str]]:
-    """First raw segment(s) -> revision; an unencoded ``refs/<kind>/<name>`` spans three segments."""
-    first = unquote(segments[0])
-    if first == "refs" and len(segments) >= 3 and unquote(segments[1]) in _REF_KINDS:
-        return f"refs/{unquote(segments[1])}/{unquote(segments[2])}", segments[3:]
-    return first, segments[1:]
-
-
-def _join(segments: list[str]) -> str:
-    return "/".join(unquote(s) for s in segments).strip("/")
-
-
-def _parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """``Range`` -> inclusive (start, end), None to answer in full; raises 416 when unsatisfiable."""
-    match = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", header or "")
-    if match is None or match.groups() == ("", ""):
-        return None
-    first, last = match.groups()
-    if first == "":
-        start, end = max(0, size - int(last)), size - 1
-        if int(last) == 0:
-            start = size
-    else:
-        start, end = int(first), min(int(last), size - 1) if last else size - 1
-        if last and int(last) < start:
-            return None
-    if start >= size or start > end:
-        raise _Abort(_error(416, "Range Not Satisfiable", headers=[("Content-Range", f"bytes */{size}")]))
-    return start, end
-
-
-@dataclass
-class _Call:
-    """The parts of a WSGI request the app reads."""
-
-    environ: dict[str, Any]
-    method: str
-    raw_path: str
-    query: str
-
-    @classmethod
-    def from_environ(cls, environ: dict[str, Any]) -> _Call:
-        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-        if not raw:
-            path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
-            raw = quote(path, safe="/:@!$&'()*+,;=-._~")
-            raw += f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else ""
-        if "://" in raw.split("?", 1)[0]:
-            raw = "/" + raw.split("://", 1)[1].partition("/")[2]
-        path, _, query = raw.partition("?")
-        return cls(environ, environ.get("REQUEST_METHOD", "GET").upper(), path, query)
-
-    @property
-    def full_path(self) -> str:
-        return f"{self.raw_path}?{self.query}" if self.query else self.raw_path
-
-    @property
-    def segments(self) -> list[str]:
-        return [s for s in self.raw_path.split("/") if s]
-
-    def param(self, name: str) -> str | None:
-        values = [v for k, v in parse_qsl(self.query, keep_blank_values=True) if k == name]
-        return values[-1] if values else None
-
-    @property
-    def base_url(self) -> str:
-        env = self.environ
-        host = env.get("HTTP_HOST") or f"{env.get('SERVER_NAME', '127.0.0.1')}:{env.get('SERVER_PORT', '80')}"
-        return f"{env.get('wsgi.url_scheme', 'http')}://{host}"
-
-    def body(self) -> bytes:
-        length = int(self.environ.get("CONTENT_LENGTH") or 0)
-        return self.environ["wsgi.input"].read(length) if length > 0 else b""
-
-    def form(self) -> dict[str, list[str]]:
-        """Form (or JSON object) fields of the body, each as a list of strings."""
-        raw = self.body()
-        if "json" in self.environ.get("CONTENT_TYPE", ""):
-            data = json.loads(raw or b"{}")
-            return {k: [str(x) for x in v] if isinstance(v, list) else [str(v)] for k, v in data.items()}
-        return parse_qs(raw.decode("utf-8"), keep_blank_values=True)
-
-
 # --------------------------------------------------------------------------------------------- the app
 
 
@@ -760,10 +604,7 @@ class HubApp:
 
     @staticmethod
     def _require(call: _Call, *methods: str) -> None:
-        allowed = {*methods, "HEAD"} if "GET" in methods else set(methods)
-        if call.method not in allowed:
-            allow = [("Allow", ", ".join(sorted(allowed)))]
-            raise _Abort(_error(405, f"Method {call.method} not allowed", headers=allow))
+        call.require(*methods)
 
     def _repo(self, repo_type: str, org: str, name: str) -> _GitRepo:
         repo = self.store.repo(repo_type, unquote(org), unquote(name))
@@ -870,16 +711,7 @@ class HubApp:
         return _json([self._tree_item(repo, sha, e, expand) for e in found])
 
     def _page(self, call: _Call, items: list[_T], size: int) -> tuple[list[_T], list[tuple[str, str]]]:
-        cursor = call.param("cursor") or "0"
-        if not cursor.isdigit():
-            raise _Abort(_error(400, f"Invalid cursor: {cursor}"))
-        start = int(cursor)
-        if start + size >= len(items):
-            return items[start:], []
-        query = [(k, v) for k, v in parse_qsl(call.query, keep_blank_values=True) if k != "cursor"]
-        query.append(("cursor", str(start + size)))
-        link = f'<{call.base_url}{call.raw_path}?{urlencode(query)}>; rel="next"'
-        return items[start : start + size], [("Link", link)]
+        return _page(call, items, size)
 
     def _overview(self, org: str) -> _Response:
         orgs = self.store.organizations()
@@ -930,34 +762,7 @@ class HubApp:
     def _ranged(
         call: _Call, data: bytes | None, file: Path | None, size: int, headers: list[tuple[str, str]]
     ) -> _Response:
-        span = _parse_range(call.environ.get("HTTP_RANGE"), size)
-        start, end = span if span is not None else (0, size - 1)
-        status = 200 if span is None else 206
-        if span is not None:
-            headers = [*headers, ("Content-Range", f"bytes {start}-{end}/{size}")]
-        length = max(0, end - start + 1)
-        if data is not None:
-            return _Response(status, headers, data[start : end + 1])
-        assert file is not None
-        return _Response(status, headers, stream=lambda: _read_file(file, start, length), length=length)
-
-
-def _read_file(path: Path, start: int, length: int) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        handle.seek(start)
-        while length > 0:
-            chunk = handle.read(min(_CHUNK, length))
-            if not chunk:
-                return
-            length -= len(chunk)
-            yield chunk
-
-
-def _status_line(status: int) -> str:
-    try:
-        return f"{status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"{status} Unknown"
+        return _ranged(call, data, file, size, headers)
 
 
 def make_app(
