@@ -9,7 +9,7 @@ from kernlock import interrupt, lockfile
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.atomic import write_text_atomic
-from kernlock.environment import Environment, detect
+from kernlock.environment import Environment, detect, detect_with_facts
 from kernlock.errors import DuplicateSpecError, ForeignLockError, KernlockError, LockError, ProjectError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock
@@ -218,9 +218,11 @@ def env_report(root: Path | None = None) -> dict:
     """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
     from kernlock.compat import SUPPORTED, installed, legacy_loader, transformers_gate
 
-    environment = str(detect())
+    machine = detect_with_facts()
+    environment = str(machine)
     report: dict = {
         "environment": environment,
+        "declared": {"name": environment, **machine.extras.as_data()},
         "versions": {name: installed(name) for name in SUPPORTED},
         "kernels": [],
     }

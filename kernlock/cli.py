@@ -152,6 +152,9 @@ def env(as_json: bool, project_dir: Path | None) -> None:
         click.echo(json.dumps(report, indent=2))
         return
     click.echo(f"environment: {report['environment']}")
+    from kernlock.facts import as_toml
+
+    click.echo(f"declare as: {as_toml(report['declared'])}")
     for name, version in report["versions"].items():
         click.echo(f"{name}: {version or 'not installed'}")
     if report.get("unsupported_loader"):

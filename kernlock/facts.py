@@ -217,3 +217,12 @@ def _detect_capabilities() -> tuple[str, ...] | None:
         return None
     found = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
     return tuple(f"{major}.{minor}" for major, minor in sorted(found)) or None
+
+
+def as_toml(data: dict[str, Any]) -> str:
+    """An environment table as pyproject writes it: ``{name = "...", python = "3.11", kernels = "0.17.2"}``."""
+    import tomlkit
+
+    table = tomlkit.inline_table()
+    table.update(data)
+    return table.as_string()
