@@ -57,11 +57,20 @@ def _environment_error(value: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _loads_variant(env: str, variant: str) -> bool:
-    """Whether the loader's rule lets environment ``env`` load ``variant`` (cached)."""
+def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None) -> bool:
+    """Whether the loader's rule lets environment ``env`` load ``variant`` (cached). Without ``facts``, a tvm-ffi
+    build passes when some tvm-ffi version would load it (the Lock checks it again with the recorded facts)."""
+    from kernlock import variants
     from kernlock.environment import Environment
 
-    return Environment.parse(env).select_variant([variant]) == variant
+    if facts is not None:
+        data = {k: list(v) if isinstance(v, tuple) else v for k, v in facts[1]}
+        return Environment.from_declared({"name": env, **data}).select_variant([variant]) == variant
+    parsed = Environment.parse(env)
+    framework = variants.parse_variant(variant).framework
+    if isinstance(framework, variants.TvmFfi):
+        parsed = Environment.from_declared({"name": env, "tvm-ffi": str(framework.version)})
+    return parsed.select_variant([variant]) == variant
 
 
 def _check_environments(values: object, what: str) -> tuple[str, ...]:
@@ -241,6 +250,12 @@ class Lock:
             _check(entry[0] in self.environments, f"environment-facts names {entry[0]!r}, which the lock does not list")
             problem = _facts_error(entry)
             _check(problem is None, str(problem))
+        declared = dict((entry[0], entry) for entry in self.facts)
+        for kernel in self.kernels:
+            for variant in kernel.variants:
+                for env in variant.environments:
+                    loads = env not in declared or _loads_variant(env, variant.name, declared[env])
+                    _check(loads, f"the kernels loader does not load variant {variant.name} on {env} (its facts)")
 
     def facts_for(self, env: str) -> dict[str, Any]:
         """The facts recorded for environment ``env`` (empty when it declares none), as pyproject writes them."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from packaging.version import Version
 
 from kernlock import variants
+from kernlock.hub import Hub
+from kernlock.testing import Catalog, HubServer, create_kernel_repo
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
 # Variables that change what huggingface_hub/kernels do and must come from the test alone.
@@ -40,6 +43,18 @@ def write_pyproject(project: Path, kernels: str, environments: list[str] | None 
     path = project / "pyproject.toml"
     path.write_text(text)
     return path
+
+
+def fresh_hub(server: HubServer) -> Hub:
+    """A new Hub client (empty caches) for the test server, retrying quickly."""
+    return Hub(endpoint=server.url, backoff=0.01)
+
+
+def own_repo(catalog: Catalog, branches: dict[str, list[str]], **kwargs: object) -> str:
+    """A repo of this test alone (the catalog is shared and read-only)."""
+    repo_id = f"kernels-community/t-{uuid.uuid4().hex[:8]}"
+    create_kernel_repo(catalog.root, repo_id, branches, **kwargs)
+    return repo_id
 
 
 def run_cli(

@@ -46,6 +46,7 @@ from typing import Any
 __all__ = [
     "CPU_VARIANT",
     "GIT_AUTHOR",
+    "HUB_MATRIX",
     "KINDS",
     "TRANSFORMERS_FLASH_ATTN2_VERSION",
     "Catalog",
@@ -55,7 +56,9 @@ __all__ = [
     "build_catalog",
     "catalog_matrix",
     "create_kernel_repo",
+    "cuda_archs",
     "export_revision",
+    "hub_variants",
     "is_python_build",
     "kernel_repo_path",
     "move_branch",
