@@ -274,3 +274,23 @@ def test_the_fixture_table_holds_every_variant_of_kernels_own_tests():
     ours = set(hub_variants())
     for name, theirs in lists.items():
         assert not sorted(set(theirs) - ours), name
+
+
+def test_fixture_metadata_has_the_real_fields_and_parses_with_the_loaders_parser(catalog: Catalog):
+    from kernels._rust import Metadata
+
+    from kernlock.testing.fixtures import _git
+
+    repo = own_repo(catalog, {"v1": [SM90, "torch-universal"]}, kernels_minver={"v1": "0.17.0"})
+    path = catalog.repo(repo).path
+    raw = _git(path, "show", f"v1:build/{SM90}/metadata.json")
+    data = json.loads(raw)
+    assert {"name", "id", "version", "license", "source", "python-depends", "backend", "digest", "provenance"} <= set(
+        data
+    )
+    parsed = Metadata.from_bytes(raw)
+    assert tuple(parsed.backend.archs) == HUB_MATRIX["cuda-archs"][0][1] and "9.0" in parsed.backend.archs
+    assert str(parsed.kernels_minver) == "0.17.0" and parsed.source == data["source"]
+    assert parsed.provenance is not None
+    noarch = Metadata.from_bytes(_git(path, "show", "v1:build/torch-universal/metadata.json"))
+    assert noarch.backend.archs is None  # a pure-Python build declares no archs
