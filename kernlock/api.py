@@ -216,6 +216,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
 
 def env_report(root: Path | None = None) -> dict:
     """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
+    from kernlock import facts
     from kernlock.compat import SUPPORTED, installed, legacy_loader, transformers_gate
 
     machine = detect_with_facts()
@@ -251,6 +252,9 @@ def env_report(root: Path | None = None) -> dict:
         except LockError as err:
             report["lock_error"] = str(err)
             return report
+        differ = facts.differences(lock.facts_for(environment), report["declared"])
+        if differ:
+            report["facts_differ"] = differ
         for repo in lock.repos:
             entry = lock.entry_for(repo, environment)
             variant = entry.variant_for(environment) if entry else None

@@ -226,3 +226,23 @@ def as_toml(data: dict[str, Any]) -> str:
     table = tomlkit.inline_table()
     table.update(data)
     return table.as_string()
+
+
+def differences(recorded: dict[str, Any], detected: dict[str, Any]) -> list[str]:
+    """Where this machine (``detected``) contradicts the facts a lock recorded for its environment, in words
+    (both in the declared form; only recorded facts are compared)."""
+    found = []
+    for key, value in recorded.items():
+        mine = detected.get(key)
+        if key == "cuda-capabilities":
+            extra = [c for c in mine or [] if c not in value]
+            if extra:
+                found.append(f"this machine's GPUs ({', '.join(extra)}) are not among cuda-capabilities {value}")
+            continue
+        if key == "tvm-ffi" and mine is not None:
+            same = Version(mine).release[:2] == Version(value).release[:2]
+        else:
+            same = mine == value
+        if not same:
+            found.append(f"{key} is {mine or 'not installed'} here, the lock was made for {value}")
+    return found

@@ -294,3 +294,18 @@ def test_fixture_metadata_has_the_real_fields_and_parses_with_the_loaders_parser
     assert parsed.provenance is not None
     noarch = Metadata.from_bytes(_git(path, "show", "v1:build/torch-universal/metadata.json"))
     assert noarch.backend.archs is None  # a pure-Python build declares no archs
+
+
+def test_kernlock_env_warns_when_this_machine_contradicts_the_locked_facts(
+    matrix_repo: str, hub: HubServer, user_env: dict, project: Path
+):
+    here = Environment.parse(api.env_report(project)["environment"])
+    lock = _lock(project, hub, matrix_repo, [{"name": here.name, "python": "3.13t"}])
+    assert lock.kernels[0].variant_for(here.name).name.startswith("torch-")  # free-threaded: a noarch build
+    report = json.loads(CliRunner().invoke(main, ["env", "--json", "--project", str(project)]).output)
+    python = report["declared"]["python"]
+    assert report["facts_differ"] == [f"python is {python} here, the lock was made for 3.13t"]
+    text = CliRunner().invoke(main, ["env", "--project", str(project)]).output
+    assert f"WARNING: python is {python} here, the lock was made for 3.13t" in text
+    _lock(project, hub, matrix_repo, [{"name": here.name, "python": python}])
+    assert "facts_differ" not in api.env_report(project)
