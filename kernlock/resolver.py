@@ -379,10 +379,10 @@ def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
         refused = _refusals(hub, repo, commit, tree, {env: env.select_variant(tree) for env in environments})
         if not refused:
             return f"v{number}"
-        lacking += [
-            f"v{number} lacks {env}" if reason == eligibility.NO_BUILD else f"v{number}: {env}: {reason}"
-            for env, reason in refused.items()
-        ]
+        missing = [str(env) for env, reason in refused.items() if reason == eligibility.NO_BUILD]
+        if missing:
+            lacking.append(f"v{number} lacks {', '.join(missing)}")
+        lacking += [f"v{number}: {env}: {r}" for env, r in refused.items() if r != eligibility.NO_BUILD]
     if not versions:
         only = ", ".join(f"v{n}" for n in refs.versions()) or "no version branches"
         raise ResolutionError(
