@@ -8,19 +8,16 @@ An entry of ``[tool.kernlock] environments`` may be an inline table::
 ``cuda-capabilities`` are the compute capabilities of the GPUs the environment runs on (a CUDA environment only),
 ``python`` the interpreter (``t``: free-threaded), ``tvm-ffi`` the apache-tvm-ffi installed there, ``kernels`` the
 loader version installed there, ``macos`` the macOS version (a darwin environment only). This module parses and
-validates them (:class:`Facts`) and detects them on this machine (:func:`detect`); it imports neither kernels nor
-torch at module level.
+validates them (:class:`Facts`) and detects them on this machine (:func:`detect`); at module level it imports only
+the standard library's light modules and packaging (run-time activation reads a lock's facts), never kernels or
+torch.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib.metadata
-import importlib.util
-import platform
 import re
 import sys
-import sysconfig
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,11 +187,15 @@ def detect(backend: str, os: str) -> Facts:
 
 
 def _detect_python() -> str:
+    import sysconfig
+
     threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
     return f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"
 
 
 def _installed_version(distribution: str) -> Version | None:
+    import importlib.metadata
+
     try:
         return Version(importlib.metadata.version(distribution))
     except (importlib.metadata.PackageNotFoundError, InvalidVersion):
@@ -202,6 +203,8 @@ def _installed_version(distribution: str) -> Version | None:
 
 
 def _detect_macos() -> Version | None:
+    import platform
+
     try:
         return Version(platform.mac_ver()[0])
     except InvalidVersion:
@@ -209,6 +212,8 @@ def _detect_macos() -> Version | None:
 
 
 def _detect_capabilities() -> tuple[str, ...] | None:
+    import importlib.util
+
     if importlib.util.find_spec("torch") is None:
         return None
     import torch
