@@ -10,7 +10,7 @@ from kernlock import foreign, interrupt, lockfile
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.atomic import write_text_atomic
-from kernlock.environment import Environment, detect
+from kernlock.environment import Environment, detect, detect_with_facts
 from kernlock.errors import DuplicateSpecError, ForeignLockError, KernlockError, LockError, ProjectError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock
@@ -235,11 +235,14 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
 
 def env_report(root: Path | None = None) -> dict:
     """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
+    from kernlock import facts
     from kernlock.compat import SUPPORTED, installed, legacy_loader, transformers_gate
 
-    environment = str(detect())
+    machine = detect_with_facts()
+    environment = str(machine)
     report: dict = {
         "environment": environment,
+        "declared": {"name": environment, **machine.extras.as_data()},
         "versions": {name: installed(name) for name in SUPPORTED},
         "kernels": [],
     }
@@ -268,6 +271,9 @@ def env_report(root: Path | None = None) -> dict:
         except LockError as err:
             report["lock_error"] = str(err)
             return report
+        differ = facts.differences(lock.facts_for(environment), report["declared"])
+        if differ:
+            report["facts_differ"] = differ
         for repo in lock.repos:
             entry = lock.entry_for(repo, environment)
             variant = entry.variant_for(environment) if entry else None

@@ -163,6 +163,9 @@ def env(as_json: bool, project_dir: Path | None) -> None:
         click.echo(json.dumps(report, indent=2))
         return
     click.echo(f"environment: {report['environment']}")
+    from kernlock.facts import as_toml
+
+    click.echo(f"declare as: {as_toml(report['declared'])}")
     for name, version in report["versions"].items():
         click.echo(f"{name}: {version or 'not installed'}")
     if report.get("unsupported_loader"):
@@ -186,6 +189,8 @@ def env(as_json: bool, project_dir: Path | None) -> None:
     for row in report["load_paths"]:
         label = "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
         click.echo(f"  {label:<12}{row['path']}: {row['how']}")
+    for line in report.get("facts_differ", []):
+        click.secho(f"WARNING: {line} (declared facts of this environment in pyproject.toml)", fg="yellow")
     if report["kernels"]:
         click.echo("locked kernels, variant here:")
     for row in report["kernels"]:

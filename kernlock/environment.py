@@ -22,11 +22,12 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from kernlock import facts as optional
 from kernlock import variants
 from kernlock.errors import EnvironmentStringError, KernlockError, SpecError
 
-# Metal builds need macOS 26; an environment string has no macOS version, so a Metal environment is taken
-# to be a machine that can run the Metal builds it names.
+# Metal builds need macOS 26; an environment that does not declare its macOS version is taken to be a machine
+# that can run the Metal builds it names.
 _METAL_MACOS = variants.METAL_MIN_MACOS
 
 _GRAMMAR = (
@@ -94,11 +95,12 @@ def _parse_environment(text: str) -> variants.ArchVariant:
 
 @dataclass(frozen=True, order=True)
 class Environment:
-    """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS; optionally the
-    kernels loader version installed there (``kernels``), which a build's ``kernels-minver`` is checked against."""
+    """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS (its ``name``, the
+    environment string), and the optional facts the loader also decides on (``extras``: GPU compute capabilities,
+    Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.facts.Facts`). Equality is by name."""
 
     name: str
-    kernels: Version | None = field(default=None, compare=False)
+    extras: optional.Facts = field(default_factory=optional.Facts, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> Environment:
@@ -109,6 +111,31 @@ class Environment:
         env = cls(text.strip())
         env._parts  # noqa: B018 - validates
         return env
+
+    @classmethod
+    def from_declared(cls, value: object) -> Environment:
+        """An environment as pyproject declares it: a string, or a table ``{ name = "...", <facts> }``
+        (:data:`kernlock.facts.TABLE_FORM`); EnvironmentStringError naming the fix on bad input."""
+        if not isinstance(value, dict):
+            return cls.parse(value)  # type: ignore[arg-type]
+        name = value.get("name")
+        if not isinstance(name, str):
+            raise EnvironmentStringError(
+                f"an environment table needs a string `name` (found {', '.join(map(str, value)) or 'nothing'}); "
+                f"e.g. {optional.TABLE_FORM}."
+            )
+        env = cls.parse(name)
+        try:
+            found = optional.parse(value, env.backend, env.os)
+        except optional.FactError as err:
+            end = "" if str(err).endswith("?") else "."
+            raise EnvironmentStringError(f"environment {env}: {err}{end}") from None
+        return cls(env.name, found)
+
+    def declared(self) -> str | dict[str, Any]:
+        """How pyproject declares it: the string, or ``{ name, <facts> }`` when it declares facts."""
+        data = self.extras.as_data()
+        return {"name": self.name, **data} if data else self.name
 
     @cached_property
     def _parts(self) -> variants.ArchVariant:
@@ -123,9 +150,10 @@ class Environment:
     def __str__(self) -> str:
         return self.name
 
-    def declared(self) -> str | dict[str, str]:
-        """How pyproject declares it: the string, or ``{name, kernels}`` when it names its loader version."""
-        return self.name if self.kernels is None else {"name": self.name, "kernels": str(self.kernels)}
+    @property
+    def kernels(self) -> Version | None:
+        """The kernels loader version declared for this environment (None: not declared)."""
+        return self.extras.kernels
 
     @property
     def torch(self) -> Version:
@@ -173,8 +201,9 @@ class Environment:
             os=self.os,
             torch_version=framework.version,
             torch_cxx11_abi=framework.cxx11_abi,
-            tvm_ffi_version=None,
-            macos_version=_METAL_MACOS if self.os == "darwin" else None,
+            tvm_ffi_version=self.extras.tvm_ffi_minor,
+            macos_version=self.extras.macos or (_METAL_MACOS if self.os == "darwin" else None),
+            free_threaded=self.extras.free_threaded,
         )
         return [variant.variant_str for variant in accepted]
 
@@ -193,6 +222,13 @@ def detect() -> Environment:
     """
     name = None if "torch" in sys.modules else _detect_from_version_file()
     return Environment.parse(name or _detect_with_torch())
+
+
+def detect_with_facts() -> Environment:
+    """This machine with its optional facts (:func:`kernlock.facts.detect`; torch is imported only on a CUDA
+    machine, for the GPUs' compute capabilities)."""
+    env = detect()
+    return Environment(env.name, optional.detect(env.backend, env.os))
 
 
 def _platform() -> tuple[str, str]:

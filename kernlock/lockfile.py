@@ -57,11 +57,20 @@ def _environment_error(value: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _loads_variant(env: str, variant: str) -> bool:
-    """Whether the loader's rule lets environment ``env`` load ``variant`` (cached)."""
+def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None) -> bool:
+    """Whether the loader's rule lets environment ``env`` load ``variant`` (cached). Without ``facts``, a tvm-ffi
+    build passes when some tvm-ffi version would load it (the Lock checks it again with the recorded facts)."""
+    from kernlock import variants
     from kernlock.environment import Environment
 
-    return Environment.parse(env).select_variant([variant]) == variant
+    if facts is not None:
+        data = {k: list(v) if isinstance(v, tuple) else v for k, v in facts[1]}
+        return Environment.from_declared({"name": env, **data}).select_variant([variant]) == variant
+    parsed = Environment.parse(env)
+    framework = variants.parse_variant(variant).framework
+    if isinstance(framework, variants.TvmFfi):
+        parsed = Environment.from_declared({"name": env, "tvm-ffi": str(framework.version)})
+    return parsed.select_variant([variant]) == variant
 
 
 def _check_environments(values: object, what: str) -> tuple[str, ...]:
@@ -177,15 +186,49 @@ class LockedKernel:
         return None
 
 
+#: One environment's declared facts, as ``(name, ((key, value), ...))`` in the pyproject form (values are strings,
+#: or tuples of strings for ``cuda-capabilities``).
+EnvironmentFacts = tuple[str, tuple[tuple[str, Any], ...]]
+
+
+def environment_facts(environments: Iterable[Any]) -> tuple[EnvironmentFacts, ...]:
+    """The facts of the environments (:class:`kernlock.environment.Environment`) that declare any, for a Lock."""
+    found = []
+    for env in environments:
+        data = env.extras.as_data()
+        if data:
+            found.append((env.name, tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in data.items())))
+    return tuple(sorted(found))
+
+
+@functools.lru_cache(maxsize=256)
+def _facts_error(entry: EnvironmentFacts) -> str | None:
+    """Why one recorded environment's facts are not valid (or not in kernlock's canonical form), or None."""
+    from kernlock.environment import Environment
+    from kernlock.errors import EnvironmentStringError
+
+    name, items = entry
+    data = {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+    try:
+        env = Environment.from_declared({"name": name, **data})
+    except EnvironmentStringError as err:
+        return str(err)
+    canonical = env.extras.as_data()
+    if not data or canonical != data or list(canonical) != list(data):
+        return f"the facts of environment {name} are not written as kernlock writes them"
+    return None
+
+
 @dataclass(frozen=True)
 class Lock:
-    """The whole lock: what it was made from (requires-hash), its environments and its kernel entries, and the
-    loader rule that chose the variants (``variant-rule``)."""
+    """The whole lock: what it was made from (requires-hash), its environments (and the facts some declare) and
+    its kernel entries, and the loader rule that chose the variants (``variant-rule``)."""
 
     requires_hash: str
     environments: tuple[str, ...]
     kernels: tuple[LockedKernel, ...]
     variant_rule: str = VARIANT_RULE
+    facts: tuple[EnvironmentFacts, ...] = ()
 
     def __post_init__(self) -> None:
         _check(isinstance(self.requires_hash, str) and bool(_DIGEST.match(self.requires_hash)), "bad requires-hash")
@@ -200,6 +243,26 @@ class Lock:
             twice = sorted(mine & set(kernel.environments))
             _check(not twice, f"two entries of {kernel.repo} claim {', '.join(twice)}")
             mine.update(kernel.environments)
+        _check(isinstance(self.facts, tuple), "bad environment facts")
+        named = [entry[0] for entry in self.facts]
+        _check(len(set(named)) == len(named), "environment-facts names an environment twice")
+        for entry in self.facts:
+            _check(entry[0] in self.environments, f"environment-facts names {entry[0]!r}, which the lock does not list")
+            problem = _facts_error(entry)
+            _check(problem is None, str(problem))
+        declared = dict((entry[0], entry) for entry in self.facts)
+        for kernel in self.kernels:
+            for variant in kernel.variants:
+                for env in variant.environments:
+                    loads = env not in declared or _loads_variant(env, variant.name, declared[env])
+                    _check(loads, f"the kernels loader does not load variant {variant.name} on {env} (its facts)")
+
+    def facts_for(self, env: str) -> dict[str, Any]:
+        """The facts recorded for environment ``env`` (empty when it declares none), as pyproject writes them."""
+        for name, items in self.facts:
+            if name == env:
+                return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+        return {}
 
     def entry_for(self, repo: str, env: str) -> LockedKernel | None:
         """The entry that serves ``repo`` on ``env`` (entries of one repo cover disjoint environments)."""
@@ -241,7 +304,18 @@ def normalized(lock: Lock) -> Lock:
             )
         )
     kernels.sort(key=lambda k: (k.repo, k.environments, k.requested, k.commit))
-    return Lock(lock.requires_hash, tuple(sorted(set(lock.environments))), tuple(kernels), lock.variant_rule)
+    return Lock(
+        lock.requires_hash,
+        tuple(sorted(set(lock.environments))),
+        tuple(kernels),
+        lock.variant_rule,
+        tuple(sorted(lock.facts)),
+    )
+
+
+def facts_document(lock: Lock) -> list[dict[str, Any]]:
+    """``environment-facts`` of the lock document: ``{name, <facts>}`` per environment that declares any."""
+    return [{"name": name, **lock.facts_for(name)} for name, _ in lock.facts]
 
 
 _HASH_LINE = "content-hash = "
@@ -269,6 +343,11 @@ def dumps(lock: Lock) -> str:
     doc["requires-hash"] = lock.requires_hash
     doc["variant-rule"] = lock.variant_rule
     doc["environments"] = _string_array(lock.environments)
+    if lock.facts:
+        facts = tomlkit.array()
+        facts.extend(_inline(entry) for entry in facts_document(lock))
+        facts.multiline(True)
+        doc["environment-facts"] = facts
     entries = tomlkit.aot()
     for kernel in lock.kernels:
         table = tomlkit.table()
@@ -299,6 +378,14 @@ def dumps(lock: Lock) -> str:
     text = tomlkit.dumps(doc)
     head, sep, rest = text.partition("\nenvironments = ")
     return f'{head}\n{_HASH_LINE}"{content_hash(text)}"{sep}{rest}'
+
+
+def _inline(data: dict[str, Any]) -> Any:
+    import tomlkit
+
+    item = tomlkit.inline_table()
+    item.update({k: _string_array(v) if isinstance(v, list) else v for k, v in data.items()})
+    return item
 
 
 def _string_array(values: Iterable[str]) -> Any:
@@ -411,6 +498,7 @@ class _Validator:
             "variant-rule",
             "content-hash",
             "environments",
+            "environment-facts",
             "kernel",
         }
         unknown = set(data) - allowed
@@ -432,11 +520,36 @@ class _Validator:
         if not isinstance(kernels, list):
             raise self.fail("`kernel` must be an array of tables ([[kernel]])")
         parsed = tuple(self.kernel(k, i) for i, k in enumerate(kernels))
+        facts = self.facts(data.get("environment-facts", []))
         try:
-            lock = Lock(requires_hash, environments, parsed, rule)
+            lock = Lock(requires_hash, environments, parsed, rule, facts)
         except ValueError as err:
             raise self.fail(str(err)) from None
         return lock, recorded if version == LOCK_VERSION else None
+
+    def facts(self, value: Any) -> tuple[EnvironmentFacts, ...]:
+        """``environment-facts``: a list of ``{name, <facts>}`` tables (checked in full by the Lock)."""
+        if not isinstance(value, list) or not all(
+            isinstance(v, dict) and isinstance(v.get("name"), str) for v in value
+        ):
+            raise self.fail("`environment-facts` must be a list of tables with a `name`")
+        found = []
+        for item in value:
+            items = []
+            for key, fact in item.items():
+                if key == "name":
+                    continue
+                if isinstance(fact, list):
+                    fact = tuple(fact)
+                if not isinstance(fact, (str, tuple)) or (
+                    isinstance(fact, tuple) and not all(isinstance(f, str) for f in fact)
+                ):
+                    raise self.fail(
+                        f"environment-facts of {item['name']!r}: `{key}` must be a string or a list of strings"
+                    )
+                items.append((key, fact))
+            found.append((item["name"], tuple(items)))
+        return tuple(found)
 
     def kernel(self, data: Any, index: int) -> LockedKernel:
         if not isinstance(data, dict):

@@ -9,16 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 import tomlkit.exceptions
-from packaging.version import InvalidVersion, Version
 from tomlkit.items import InlineTable
 
-from kernlock import names
+from kernlock import facts, names
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Condition, Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
@@ -205,46 +204,23 @@ def _kind(value: object) -> str:
 
 
 def _parse_environments(value: Any, where: Path) -> list[Environment] | None:
-    """Environment strings, or ``{ name = "...", kernels = "0.17.2" }`` tables that also name the loader version."""
+    """Environment strings, or ``{ name = "...", <facts> }`` tables that also say what the loader decides on."""
     if value is None:
         return None
     if not isinstance(value, list) or not value or not all(isinstance(v, (str, dict)) for v in value):
         raise ProjectError(
             f"{where}: [tool.kernlock] environments must be a non-empty list of environment strings (or "
-            '{ name = "...", kernels = "0.17.2" } tables), e.g. ["torch213-cxx11-cpu-x86_64-linux"].'
+            f'tables like {facts.TABLE_FORM}), e.g. ["torch213-cxx11-cpu-x86_64-linux"].'
         )
     envs = []
     for item in value:
-        text, loader = item, None
-        if isinstance(item, dict):
-            unknown = set(item) - {"name", "kernels"}
-            if unknown or not isinstance(item.get("name"), str):
-                raise ProjectError(
-                    f"{where}: [tool.kernlock] environments: a table needs a string `name` and may have `kernels` "
-                    f"(the loader version installed there); found {', '.join(sorted(item)) or 'nothing'}."
-                )
-            text, loader = item["name"], item.get("kernels")
         try:
-            env = Environment.parse(text)
-            if loader is not None:
-                env = replace(env, kernels=_loader_version(loader))
-        except (EnvironmentStringError, ValueError) as err:
+            envs.append(Environment.from_declared(item))
+        except EnvironmentStringError as err:
             raise ProjectError(f"{where}: [tool.kernlock] environments: {err}") from err
-        envs.append(env)
     if len(set(envs)) != len(envs):
         raise ProjectError(f"{where}: [tool.kernlock] environments lists an environment twice.")
     return sorted(envs)
-
-
-def _loader_version(value: object) -> Version:
-    try:
-        if not isinstance(value, str) or len(value) > 32:
-            raise InvalidVersion(repr(value))
-        return Version(value)
-    except InvalidVersion:
-        raise ValueError(
-            f'`kernels` must be the kernels version installed there, like "0.17.2" (not {value!r:.40})'
-        ) from None
 
 
 def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:

@@ -12,13 +12,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
-
-from kernlock import interrupt, names
+from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, normalized
+from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts, normalized
 from kernlock.project import Project
 
 MAX_WORKERS = 16
@@ -88,7 +86,8 @@ def resolve(
                         merged.required_by |= dep.required_by
             pending = list(deps.values())
     kernels = _check_disjoint(list(entries.values()), direct)
-    return normalized(Lock(project.requires_hash(), tuple(str(e) for e in environments), tuple(kernels)))
+    envs = tuple(str(e) for e in environments)
+    return normalized(Lock(project.requires_hash(), envs, tuple(kernels), facts=environment_facts(environments)))
 
 
 def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
@@ -112,16 +111,9 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
         fix = f"; move the pin with `kernlock lock --upgrade-kernel {task.repo}`" if kept is not None else ""
         raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} is not on the Hub ({err}){fix}") from err
     chosen = {env: env.select_variant(tree) for env in task.environments}
-    missing = sorted(str(env) for env, variant in chosen.items() if variant is None)
-    if missing:
-        raise ResolutionError(_no_build_message(task, missing, tree, hub))
-    too_old = _loader_conflicts(hub, task.repo, commit, chosen)
-    if too_old:
-        usable = _versions_with_builds(hub, task.repo, task.environments)
-        raise ResolutionError(
-            f"{task.repo}@{task.rev} ({commit[:12]}): " + "; ".join(too_old) + ". Upgrade kernels there (and the "
-            f"declared version), or pin a version whose builds it loads: {', '.join(usable) or 'none'}."
-        )
+    refused = _refusals(hub, task.repo, commit, tree, chosen)
+    if refused:
+        raise ResolutionError(_no_build_message(task, commit, refused, tree, hub))
     variants = []
     by_variant: dict[str, list[str]] = {}
     for env, name in chosen.items():
@@ -183,26 +175,20 @@ def _metadata(hub: Hub, repo: str, commit: str, name: str, tree: dict[str, tuple
         ) from err
 
 
-def _loader_conflicts(hub: Hub, repo: str, commit: str, chosen: dict[Environment, str | None]) -> list[str]:
-    """Environments that declare a kernels version older than their chosen build's ``kernels-minver``."""
-    tree = hub.build_tree(repo, commit)
-    found = []
+def _refusals(
+    hub: Hub, repo: str, commit: str, tree: dict[str, tuple[LockedFile, ...]], chosen: dict[Environment, str | None]
+) -> dict[Environment, str]:
+    """Why each environment cannot use this commit (no build, or the loader would refuse the build it chooses:
+    a missing compute capability, a ``kernels-minver`` above the declared loader); empty when all can."""
+    found = {}
     for env, name in sorted(chosen.items(), key=lambda item: item[0].name):
-        if env.kernels is None or name is None:
-            continue
-        metadata = _metadata(hub, repo, commit, name, tree)
-        raw = metadata.get("kernels-minver") if isinstance(metadata, dict) else None
-        if raw is None:
-            continue
-        try:
-            minver = Version(str(raw)[:32])
-        except InvalidVersion:
-            raise ResolutionError(
-                f"{repo}@{commit[:12]} build/{name}/metadata.json: `kernels-minver` {raw!r:.40} is not a version; "
-                "report it to the kernel's publisher."
-            ) from None
-        if env.kernels < minver:
-            found.append(f"{env} declares kernels {env.kernels}, but its build {name} needs kernels >= {minver}")
+        if name is None:
+            found[env] = eligibility.no_build_reason(env)
+        elif env.kernels is not None or env.extras.cuda_capabilities:
+            metadata = _metadata(hub, repo, commit, name, tree)
+            reason = eligibility.refusal(env, name, metadata, f"{repo}@{commit[:12]} build/{name}/metadata.json")
+            if reason is not None:
+                found[env] = reason
     return found
 
 
@@ -238,13 +224,12 @@ def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]
 
 def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[Environment]) -> list[str]:
     """The version branches of ``repo`` (oldest first) with a build every one of ``environments`` loads (its
-    declared kernels version included)."""
+    declared facts included: compute capabilities, loader version, free-threaded Python)."""
     envs = list(environments)
     found = []
     for number, commit in sorted(hub.refs(repo).versions().items()):
         tree = hub.build_tree(repo, commit)
-        chosen = {env: env.select_variant(tree) for env in envs}
-        if all(chosen.values()) and not _loader_conflicts(hub, repo, commit, chosen):
+        if not _refusals(hub, repo, commit, tree, {env: env.select_variant(tree) for env in envs}):
             found.append(f"v{number}")
     return found
 
@@ -278,15 +263,21 @@ def _is_ref(value: str) -> bool:
     return True
 
 
-def _no_build_message(task: _Task, missing: list[str], tree: dict[str, tuple[LockedFile, ...]], hub: Hub) -> str:
-    """Name the environments without a build, the versions that have one, and the variants that exist."""
-    lines = [
-        f"{task.repo}@{task.rev} has no build for {', '.join(missing)}.",
-        f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}",
-    ]
+def _no_build_message(
+    task: _Task, commit: str, refused: dict[Environment, str], tree: dict[str, tuple[LockedFile, ...]], hub: Hub
+) -> str:
+    """Name the environments that cannot use the commit and why, the versions that work there, and the variants
+    that exist."""
+    missing = ", ".join(str(env) for env in refused)
+    if all(reason == eligibility.NO_BUILD for reason in refused.values()):
+        lines = [f"{task.repo}@{task.rev} has no build for {missing}."]
+    else:
+        lines = [f"{task.repo}@{task.rev} ({commit[:12]}) cannot be loaded on {missing}:"]
+        lines += [f"  {env}: {reason}" for env, reason in refused.items()]
+    lines.append(f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}")
     try:
-        with_build = _versions_with_builds(hub, task.repo, [e for e in task.environments if str(e) in missing])
-        lines.append(f"  versions with a build for {', '.join(missing)}: {', '.join(with_build) or 'none'}")
+        with_build = _versions_with_builds(hub, task.repo, list(refused))
+        lines.append(f"  versions with a build for {missing}: {', '.join(with_build) or 'none'}")
         if with_build:
             lines.append(
                 f"  fix: pin one, e.g. `kernlock add {task.repo}@{with_build[-1]}`, or a `when` entry: "
@@ -385,12 +376,13 @@ def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
     for number in versions:
         commit = refs.versions()[number]
         tree = hub.build_tree(repo, commit)
-        chosen = {env: env.select_variant(tree) for env in environments}
-        missing = [str(env) for env, name in chosen.items() if name is None]
-        too_old = [] if missing else _loader_conflicts(hub, repo, commit, chosen)
-        if not missing and not too_old:
+        refused = _refusals(hub, repo, commit, tree, {env: env.select_variant(tree) for env in environments})
+        if not refused:
             return f"v{number}"
-        lacking.append(f"v{number} lacks {', '.join(missing)}" if missing else f"v{number}: {'; '.join(too_old)}")
+        missing = [str(env) for env, reason in refused.items() if reason == eligibility.NO_BUILD]
+        if missing:
+            lacking.append(f"v{number} lacks {', '.join(missing)}")
+        lacking += [f"v{number}: {env}: {r}" for env, r in refused.items() if r != eligibility.NO_BUILD]
     if not versions:
         only = ", ".join(f"v{n}" for n in refs.versions()) or "no version branches"
         raise ResolutionError(

@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import uuid
 from dataclasses import dataclass
 from os import environ
 from pathlib import Path
@@ -16,8 +17,9 @@ from typing import Any
 from packaging.version import Version
 
 from kernlock import variants
+from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedKernel
-from kernlock.testing import read_identity
+from kernlock.testing import Catalog, HubServer, create_kernel_repo, read_identity
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
 # Variables that change what huggingface_hub/kernels do and must come from the test alone.
@@ -48,6 +50,18 @@ def write_pyproject(project: Path, kernels: str, environments: list[str] | None 
     path = project / "pyproject.toml"
     path.write_text(text)
     return path
+
+
+def fresh_hub(server: HubServer) -> Hub:
+    """A new Hub client (empty caches) for the test server, retrying quickly."""
+    return Hub(endpoint=server.url, backoff=0.01)
+
+
+def own_repo(catalog: Catalog, branches: dict[str, list[str]], **kwargs: object) -> str:
+    """A repo of this test alone (the catalog is shared and read-only)."""
+    repo_id = f"kernels-community/t-{uuid.uuid4().hex[:8]}"
+    create_kernel_repo(catalog.root, repo_id, branches, **kwargs)
+    return repo_id
 
 
 def run_cli(
@@ -292,3 +306,78 @@ class LockedProject:
             assert report["loaded"][repo]["identity"] == self.identity(repo)
         assert report["connects"] == []
         return report
+
+
+#: Declared facts the generated environments draw from (kernlock.facts): interpreters (t: free-threaded; 3.15t
+#: loads arch builds), loader versions around real kernels-minver values, GPU capabilities.
+DIFF_PYTHONS = ["3.11", "3.12", "3.13", "3.13t", "3.14t", "3.15t"]
+DIFF_LOADERS = ["0.12.0", "0.15.2", "0.16.2", "0.17.2", "0.18.0rc1", "0.18.1"]
+DIFF_CAPABILITIES = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"]
+#: metadata.json `backend.archs` lists: real ones, architecture- (a) and family-specific (f), PTX, unknown forms.
+DIFF_ARCHS = [
+    ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"],
+    ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0+PTX"],
+    ["8.0", "8.6"],
+    ["9.0a"],
+    ["9.0a", "10.0a"],
+    ["10.0f", "12.0f"],
+    ["8.0+PTX"],
+    ["sm_90", "gfx942"],
+    ["8.0", "sm_90"],
+    ["12.0", "10.0a+PTX"],
+    [],
+]
+DIFF_MINVERS = [None, None, "0.12.0", "0.16.0", "0.17.2", "0.17.3", "0.18.0"]
+
+
+def random_declaration(rng: random.Random, system: dict) -> dict | None:
+    """An environment table (``{name, <facts>}``) for ``system``, drawing its optional facts at random; None when
+    the system is not a machine an environment string can name (no torch, an ABI off Linux, a backend with no
+    arch-build machine form). ``system`` is updated to the facts the loader sees on that machine."""
+    if system["torch_version"] is None or (system["torch_cxx11_abi"] is None) != (system["os"] != "linux"):
+        return None
+    abi = {True: "-cxx11", False: "-cxx98", None: ""}[system["torch_cxx11_abi"]]
+    torch = system["torch_version"]
+    table: dict = {"name": f"torch{torch.major}{torch.minor}{abi}-{system['backend']}-{system['cpu']}-{system['os']}"}
+    if rng.random() < 0.5:
+        table["python"] = rng.choice(DIFF_PYTHONS)
+    if system["tvm_ffi_version"] is not None:
+        table["tvm-ffi"] = f"{system['tvm_ffi_version']}.{rng.randint(0, 3)}"
+    if rng.random() < 0.5:
+        table["kernels"] = rng.choice(DIFF_LOADERS)
+    if system["backend"].startswith("cu") and rng.random() < 0.7:
+        table["cuda-capabilities"] = sorted(
+            set(rng.sample(DIFF_CAPABILITIES, rng.randint(1, 2))), key=lambda c: tuple(map(int, c.split(".")))
+        )
+    if system["os"] == "darwin" and system["macos_version"] is not None:
+        table["macos"] = str(system["macos_version"])
+    elif system["os"] == "darwin":
+        system["macos_version"] = variants.METAL_MIN_MACOS  # an undeclared macOS runs the Metal builds it names
+    else:
+        system["macos_version"] = None
+    python = table.get("python", "3.11")
+    system["free_threaded"] = python.endswith("t") and Version(python[:-1]) < Version("3.15")
+    return table
+
+
+def random_metadata(rng: random.Random, variant: variants.Variant) -> dict:
+    """A metadata.json for a build: its backend type, CUDA archs drawn from DIFF_ARCHS, maybe a kernels-minver."""
+    backend = (
+        {"npu": "cann", "universal": "cuda"}.get(variant.backend_name, variant.backend_name)
+        if isinstance(variant, variants.NoarchVariant)
+        else variant.backend.name
+    )
+    metadata: dict = {
+        "name": "my-kernel",
+        "id": "_my_kernel_0",
+        "version": 1,
+        "license": "MIT",
+        "python-depends": [],
+        "backend": {"type": backend},
+    }
+    archs = rng.choice(DIFF_ARCHS)
+    if backend == "cuda" and archs:
+        metadata["backend"]["archs"] = archs
+    if minver := rng.choice(DIFF_MINVERS):
+        metadata["kernels-minver"] = minver
+    return metadata

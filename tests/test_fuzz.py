@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from kernlock import lockfile, names, project, variants
 from kernlock.environment import Environment
 from kernlock.errors import EnvironmentStringError, KernlockError, LockError, ProjectError, SpecError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
 from kernlock.project import Spec
 
 MIN_DOCUMENTS = 10_000
@@ -246,7 +246,22 @@ def valid_locks(draw: st.DrawFn, files: st.SearchStrategy[tuple[LockedFile, ...]
                 tuple(r for r in draw(other_repos) if r != repo),
             )
         )
-    return Lock(f"sha256:{draw(hex64)}", tuple(lock_envs), tuple(kernels))
+    declared = [_with_facts(draw, env) for env in lock_envs if draw(_ints(1, 3)) == 3]
+    return Lock(f"sha256:{draw(hex64)}", tuple(lock_envs), tuple(kernels), facts=environment_facts(declared))
+
+
+def _with_facts(draw: st.DrawFn, env: str) -> Environment:
+    """``env`` with optional facts that do not change which variant it loads (so the lock stays consistent)."""
+    table: dict[str, Any] = {"name": env}
+    if "-cu" in env and draw(_ints(0, 1)):
+        table["cuda-capabilities"] = draw(st.sampled_from([["9.0"], ["8.0", "10.0"], ["12.0"]]))
+    if draw(_ints(0, 1)):
+        table["python"] = _pick(draw, ("3.12", "3.15t", "3.11"))
+    if draw(_ints(0, 1)) or len(table) == 1:
+        table["kernels"] = _pick(draw, ("0.17.2", "0.16.2", "0.18.0rc1"))
+    if env.endswith("darwin") and draw(_ints(0, 1)):
+        table["macos"] = "26.1"
+    return Environment.from_declared(table)
 
 
 # -- mutations ---------------------------------------------------------------------------------------------------
@@ -589,12 +604,26 @@ requirements = _mostly(
     st.one_of(odd_pin_tables, st.lists(st.one_of(odd_pin_tables, junk), max_size=3), junk),
     5,
 )
+#: Declared facts of environment tables (kernlock.facts): mostly valid, sometimes wrong or misplaced.
+FACTS = {
+    "cuda-capabilities": (
+        16,
+        _mostly(st.sampled_from([["9.0"], ["8.0", "10.0"]]), st.sampled_from([["sm90"], [9.0], []]), 4),
+    ),
+    "python": (16, _mostly(st.sampled_from(["3.12", "3.13t", "3.15t"]), st.sampled_from([3.13, "3.13T", "py3"]), 4)),
+    "tvm-ffi": (8, _mostly(st.sampled_from(["0.1", "0.1.4"]), junk, 4)),
+    "kernels": (16, _mostly(st.sampled_from(["0.17.2", "0.16.2"]), junk, 4)),
+    "macos": (8, _mostly(st.sampled_from(["15.0", "26.1"]), junk, 4)),
+    "cuda_capabilities": (1, st.just(["9.0"])),
+}
+env_tables = _dicts({"name": (60, _mostly(st.sampled_from(ENVS), junk, 8)), **FACTS})
+env_entries = _mostly(st.sampled_from(ENVS), env_tables, 3)
 kernlock_tables = _dicts(
     {
         "environments": (
             48,
             _mostly(
-                st.lists(st.sampled_from(ENVS), min_size=1, max_size=3, unique=True),
+                st.lists(env_entries, min_size=1, max_size=3, unique_by=repr),
                 st.one_of(st.lists(st.sampled_from(ENVS + GARBLED_ENVS), max_size=3), junk),
                 4,
             ),

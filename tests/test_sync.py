@@ -25,7 +25,7 @@ from kernlock.hub import Hub
 from kernlock.lockfile import Lock
 from kernlock.testing import Catalog, HubServer
 
-CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
+CUDA_ENV = "torch212-cxx11-cu130-x86_64-linux"
 ACTIVATION = "kernels-community/activation"
 PAGED = "kernels-community/paged-attention"  # kernel-depends on activation version 1 (its own lock entry)
 

@@ -46,6 +46,7 @@ from typing import Any
 __all__ = [
     "CPU_VARIANT",
     "GIT_AUTHOR",
+    "HUB_MATRIX",
     "KINDS",
     "TRANSFORMERS_FLASH_ATTN2_VERSION",
     "Catalog",
@@ -55,7 +56,9 @@ __all__ = [
     "build_catalog",
     "catalog_matrix",
     "create_kernel_repo",
+    "cuda_archs",
     "export_revision",
+    "hub_variants",
     "is_python_build",
     "kernel_repo_path",
     "move_branch",
@@ -88,33 +91,74 @@ _GITATTRIBUTES = "*.so filter=lfs diff=lfs merge=lfs -text\n*.bin filter=lfs dif
 # Build variants
 # ----------------------------------------------------------------------------------------------------------------
 
-_CUDA_BY_TORCH = {
-    "2.7": ("cu118", "cu126", "cu128"),
-    "2.8": ("cu126", "cu128", "cu129"),
-    "2.9": ("cu126", "cu128", "cu130"),
-    "2.10": ("cu126", "cu128", "cu130"),
-    "2.11": ("cu126", "cu128", "cu130"),
-    "2.12": ("cu128", "cu129", "cu130"),
-    "2.13": ("cu128", "cu129", "cu130"),
+#: The real Hub's build matrix, in one table (docs/fixtures.md; the facts come from kernel-builder's
+#: build-variants.json, the kernels test suite's variant lists and kernels-community's build.toml files):
+#: per torch release the CUDA, ROCm and XPU backends kernel-builder builds (2.12/2.13 today; 2.10/2.11 still on
+#: older repos), then every other name form real repositories publish, and the CUDA archs their metadata.json
+#: declares per CUDA release. ``standard_variants`` and ``hub_variants`` read it.
+HUB_MATRIX: dict[str, Any] = {
+    "torch": {
+        "2.7": {"cuda": ("cu118", "cu126", "cu128"), "rocm": ("rocm62", "rocm63"), "xpu": ("xpu20250",)},
+        "2.8": {"cuda": ("cu126", "cu128", "cu129"), "rocm": ("rocm63", "rocm64"), "xpu": ("xpu20251",)},
+        "2.9": {"cuda": ("cu126", "cu128", "cu130"), "rocm": ("rocm63", "rocm64"), "xpu": ("xpu20252",)},
+        "2.10": {"cuda": ("cu126", "cu128", "cu130"), "rocm": ("rocm70", "rocm71"), "xpu": ("xpu20253",)},
+        "2.11": {"cuda": ("cu126", "cu128", "cu130"), "rocm": ("rocm71", "rocm72"), "xpu": ("xpu20253",)},
+        "2.12": {"cuda": ("cu126", "cu130", "cu132"), "rocm": ("rocm71", "rocm72"), "xpu": ("xpu20253",)},
+        "2.13": {"cuda": ("cu126", "cu130", "cu132"), "rocm": ("rocm71", "rocm72"), "xpu": ("xpu20260",)},
+    },
+    # kernel-builder's local output has no ABI tag; the loader prefers these names over -cxx11 ones.
+    "tagless": (
+        "torch210-cu128-x86_64-linux",
+        "torch211-cu126-x86_64-linux",
+        "torch212-cpu-x86_64-linux",
+        "torch213-cu130-x86_64-linux",
+    ),
+    "stable-abi": (
+        "torch-stable-abi29-cu130-x86_64-linux",
+        "torch-stable-abi210-cu126-x86_64-linux",
+        "torch-stable-abi210-cu126-aarch64-linux",
+        "torch-stable-abi210-rocm71-x86_64-linux",
+        "torch-stable-abi210-cpu-x86_64-linux",
+        "torch-stable-abi210-xpu20253-x86_64-linux",
+        "torch-stable-abi210-cpu-aarch64-darwin",
+        "torch-stable-abi210-metal-aarch64-darwin",
+    ),
+    "tvm-ffi": ("tvm-ffi01-cu128-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux", "tvm-ffi01-cpu-aarch64-darwin"),
+    "darwin": (
+        "torch212-cpu-aarch64-darwin",
+        "torch213-cpu-aarch64-darwin",
+        "torch212-metal-aarch64-darwin",
+        "torch213-metal-aarch64-darwin",
+    ),
+    "windows": ("torch210-cu128-x86_64-windows", "torch213-cu130-x86_64-windows", "torch213-cu130-aarch64-windows"),
+    "noarch": tuple(f"torch-{b}" for b in ("cpu", "cuda", "metal", "rocm", "xpu", "npu", "neuron", "tpu", "universal")),
+    # metadata.json `backend.archs` of CUDA builds, by the CUDA release they were built with (newest first).
+    "cuda-archs": (
+        ("13.0", ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "11.0", "12.0+PTX")),
+        ("12.8", ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX")),
+        ("0.0", ("7.0", "7.5", "8.0", "8.6", "8.9", "9.0+PTX")),
+    ),
+    "rocm-archs": ("gfx90a", "gfx942", "gfx950"),
 }
-_ROCM_BY_TORCH = {
-    "2.7": ("rocm62", "rocm63"),
-    "2.8": ("rocm63", "rocm64"),
-    "2.9": ("rocm63", "rocm64"),
-    "2.10": ("rocm64", "rocm70"),
-    "2.11": ("rocm70", "rocm71"),
-    "2.12": ("rocm70", "rocm71"),
-    "2.13": ("rocm71", "rocm72"),
-}
-_XPU_BY_TORCH = {
-    "2.7": "xpu20250",
-    "2.8": "xpu20251",
-    "2.9": "xpu20252",
-    "2.10": "xpu20253",
-    "2.11": "xpu20253",
-    "2.12": "xpu20260",
-    "2.13": "xpu20260",
-}
+
+
+def hub_variants() -> list[str]:
+    """Every build variant name of :data:`HUB_MATRIX`: kernel-builder's matrix for torch 2.10-2.13 (Linux CPU
+    and CUDA x86_64/aarch64, ROCm, XPU) and every other form; sorted, distinct."""
+    names = set(standard_variants(("2.10", "2.11", "2.12", "2.13"), metal=False, windows=False))
+    for form in ("tagless", "stable-abi", "tvm-ffi", "darwin", "windows", "noarch"):
+        names.update(HUB_MATRIX[form])
+    return sorted(names)
+
+
+def cuda_archs(variant: str) -> list[str]:
+    """The CUDA archs a CUDA build's metadata.json declares (by the CUDA release of its name)."""
+    match = re.search(r"-cu([0-9]+)([0-9])-", variant)
+    release = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    for floor, archs in HUB_MATRIX["cuda-archs"]:
+        if release >= tuple(int(p) for p in floor.split(".")):
+            return list(archs)
+    raise AssertionError("the last row of cuda-archs is the floor")
 
 
 def _torch_tag(torch_version: str) -> str:
@@ -140,15 +184,16 @@ def standard_variants(
     out: list[str] = []
     for tv in torch_versions:
         t = _torch_tag(tv)
-        cudas = _CUDA_BY_TORCH.get(tv, ("cu128", "cu129", "cu130"))
+        row = HUB_MATRIX["torch"].get(tv, HUB_MATRIX["torch"]["2.13"])
+        cudas = row["cuda"]
         if cuda:
             out += [f"{t}-cxx11-{cu}-x86_64-linux" for cu in cudas]
             if aarch64:
                 out += [f"{t}-cxx11-{cu}-aarch64-linux" for cu in cudas]
         if rocm:
-            out += [f"{t}-cxx11-{r}-x86_64-linux" for r in _ROCM_BY_TORCH.get(tv, ("rocm70", "rocm71"))]
+            out += [f"{t}-cxx11-{r}-x86_64-linux" for r in row["rocm"]]
         if xpu:
-            out.append(f"{t}-cxx11-{_XPU_BY_TORCH.get(tv, 'xpu20260')}-x86_64-linux")
+            out += [f"{t}-cxx11-{x}-x86_64-linux" for x in row["xpu"]]
         if cpu:
             out.append(f"{t}-cxx11-cpu-x86_64-linux")
             if aarch64:
@@ -797,11 +842,10 @@ def _so_bytes(build_id: str, size: int) -> bytes:
     return header + random.Random(f"so:{build_id}").randbytes(max(0, size - len(header)))
 
 
-def _archs(backend: str) -> list[str] | None:
-    return {
-        "cuda": ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"],
-        "rocm": ["gfx90a", "gfx942", "gfx950"],
-    }.get(backend)
+def _archs(backend: str, variant: str) -> list[str] | None:
+    if backend == "cuda":
+        return cuda_archs(variant)
+    return list(HUB_MATRIX["rocm-archs"]) if backend == "rocm" else None
 
 
 @dataclass
@@ -816,6 +860,8 @@ class _RepoState:
     upstream: str | None = None
     kernels_minver: str | None = None
     kernel_depends: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    minver_by_branch: dict[str, str] = field(default_factory=dict)  # branch -> kernels-minver (over the repo's)
+    archs_by_branch: dict[str, list[str]] = field(default_factory=dict)  # branch -> CUDA archs of its CUDA builds
     builds: dict[str, dict[str, str]] = field(default_factory=dict)  # branch -> variant -> build_id
     uploads: int = 0
     clock: int = 0
@@ -876,8 +922,9 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
         content[so_name] = so
         files[so_name] = _LFS_POINTER.format(oid=oid, size=len(so)).encode()
     backend_info: dict[str, Any] = {"type": backend}
-    if (archs := _archs(backend)) and not python:
-        backend_info["archs"] = archs
+    archs = state.archs_by_branch.get(branch) if backend == "cuda" else None
+    if (archs := archs or _archs(backend, variant)) and not python:
+        backend_info["archs"] = list(archs)
     source_commit = hashlib.sha1(f"{state.repo_id}\0{state.uploads}".encode()).hexdigest()
     metadata: dict[str, Any] = {
         "id": f"_{python_name}_{backend}_{build_id}",
@@ -891,8 +938,9 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
         metadata["kernel-depends"] = deps
     if state.upstream:
         metadata["upstream"] = state.upstream
-    if state.kernels_minver:
-        metadata["kernels-minver"] = state.kernels_minver
+    metadata["source"] = f"https://huggingface.co/{state.repo_id}"
+    if minver := state.minver_by_branch.get(branch, state.kernels_minver):
+        metadata["kernels-minver"] = minver
     metadata["digest"] = {
         "algorithm": "sha256",
         "files": {path: _b64sha256(payload) for path, payload in sorted(content.items())},
@@ -1190,7 +1238,8 @@ def create_kernel_repo(
     python_depends: Sequence[str] = (),
     so_size: int = 4096,
     upstream: str | None = None,
-    kernels_minver: str | None = None,
+    kernels_minver: str | Mapping[str, str] | None = None,
+    cuda_archs: Mapping[str, Sequence[str]] | None = None,
     jobs: str = "backend",
 ) -> KernelRepo:
     """Create ``ROOT/kernels/{repo_id}``: ``main`` with the README, one branch per entry of ``branches``.
@@ -1198,8 +1247,10 @@ def create_kernel_repo(
     ``branches`` maps a branch (``v1``) to its variants; each branch is written as one upload commit per backend
     (``jobs="backend"``) or as a single commit (``jobs="single"``). ``kernel_depends`` is a list for every branch
     or ``{branch: [...]}``; entries are ``{"repo-id", "version"|"revision"}`` or ``(repo_id, version|revision)``.
-    ``no_cpu`` names branches whose CPU-loadable variants are dropped. ``tags``/``annotated_tags`` map a tag to
-    the revision it points at (after all branches are written). ``trusted`` writes the org to
+    ``no_cpu`` names branches whose CPU-loadable variants are dropped. ``kernels_minver`` is written to every
+    build's metadata.json (a string) or per branch (``{branch: "0.18.0"}``); ``cuda_archs`` replaces the CUDA
+    archs of a branch's CUDA builds (``{"v1": ["8.0"]}``: a version without sm90). ``tags``/``annotated_tags``
+    map a tag to the revision it points at (after all branches are written). ``trusted`` writes the org to
     ``organizations.json`` (``None``: unchanged; ``kernels-community`` is recorded as trusted when missing).
     """
     if kind not in KINDS:
@@ -1224,8 +1275,10 @@ def create_kernel_repo(
         python_depends=list(python_depends),
         so_size=so_size,
         upstream=upstream,
-        kernels_minver=kernels_minver,
+        kernels_minver=kernels_minver if isinstance(kernels_minver, str) else None,
         kernel_depends=deps_by_branch,
+        minver_by_branch=dict(kernels_minver) if isinstance(kernels_minver, Mapping) else {},
+        archs_by_branch={b: list(a) for b, a in (cuda_archs or {}).items()},
     )
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
