@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from kernlock import __version__, api, interrupt
+from kernlock import __version__
 from kernlock.errors import DuplicateSpecError, KernlockError
-from kernlock.resolver import Upgrade
 from kernlock.wording import count
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from kernlock import api
+
+# Each command imports kernlock.api (and with it the lock model) when it runs: `--help` and `--version` cost
+# what click costs. The network stack (huggingface_hub, httpx) is imported only when a request is made.
 
 project_option = click.option(
     "--project",
@@ -32,6 +37,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from kernlock import interrupt
+
         try:
             return fn(*args, **kwargs)
         except (interrupt.Interrupted, interrupt.Cancelled) as err:
@@ -60,6 +67,8 @@ def _interrupted(code: int) -> None:
 
 def _fail(message: str) -> None:
     if click.get_current_context().find_root().params.get("verbose"):
+        import traceback
+
         traceback.print_exc()
     click.secho(f"error: {message}", fg="red", err=True)
     sys.exit(1)
@@ -70,6 +79,8 @@ def _fail(message: str) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
 def main(verbose: bool) -> None:
     """Lock Hugging Face Hub kernels to exact commits and build variants for every environment."""
+    from kernlock import interrupt
+
     interrupt.install_handlers()
 
 
@@ -81,6 +92,8 @@ def main(verbose: bool) -> None:
 @handle_errors
 def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | None) -> None:
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
+    from kernlock import api
+
     try:
         result = api.add(project_dir, list(specs), trust=trust)
     except DuplicateSpecError as err:
@@ -107,6 +120,8 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | 
 @handle_errors
 def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
     """Remove kernels from pyproject.toml and re-lock."""
+    from kernlock import api
+
     result = api.remove(project_dir, list(names))
     click.echo(f"removed {', '.join(names)}")
     _print_lock(result)
@@ -120,6 +135,9 @@ def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
 @handle_errors
 def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, project_dir: Path | None) -> None:
     """Resolve all requirements for all target environments into kernels.lock."""
+    from kernlock import api
+    from kernlock.resolver import Upgrade
+
     if check and (upgrade or upgrade_kernels):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel.")
     result = api.lock(project_dir, Upgrade(upgrade, frozenset(upgrade_kernels)), check=check)
@@ -147,8 +165,12 @@ def _print_lock(result: api.LockResult) -> None:
 @handle_errors
 def env(as_json: bool, project_dir: Path | None) -> None:
     """This machine's environment string and the variant each locked kernel would load here."""
+    from kernlock import api
+
     report = api.env_report(project_dir)
     if as_json:
+        import json
+
         click.echo(json.dumps(report, indent=2))
         return
     click.echo(f"environment: {report['environment']}")
@@ -195,6 +217,8 @@ def env(as_json: bool, project_dir: Path | None) -> None:
 @handle_errors
 def sync(all_environments: bool, locked: bool, frozen: bool, offline: bool, project_dir: Path | None) -> None:
     """Download and verify exactly the locked files this environment needs."""
+    from kernlock import api
+
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
     report = api.sync(project_dir, all_environments=all_environments, locked=locked, frozen=frozen, offline=offline)
@@ -239,6 +263,8 @@ def _print_sync(report: Any) -> None:
 @handle_errors
 def verify(all_environments: bool, project_dir: Path | None) -> None:
     """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
+    from kernlock import api
+
     result = api.verify(project_dir, all_environments=all_environments)
     if result:
         for problem in result:
@@ -273,11 +299,15 @@ def verify(all_environments: bool, project_dir: Path | None) -> None:
 @handle_errors
 def show(as_json: bool, project_dir: Path | None) -> None:
     """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
+    from kernlock import api
+
     result = api.show(project_dir)
     if result.stale:
         click.secho(f"warning: kernels.lock is stale: {result.stale}; run `kernlock lock`.", fg="yellow", err=True)
     rows = result.rows
     if as_json:
+        import json
+
         click.echo(json.dumps(rows, indent=2))
         return
     header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
