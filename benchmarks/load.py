@@ -2,7 +2,7 @@
 
     python benchmarks/load.py [--kernels 10] [--repeats 5] [--latency 0.02] [--environments 26]
 
-Builds ``--kernels`` kernel repositories (kernels' benchmark catalog: versions v1, v2, 26 build variants each),
+Builds ``--kernels`` kernel repositories (versions v1, v2; 26 build variants each, this machine's among them),
 serves them with kernlock's local Hub (``--latency`` seconds added to every request), locks v1 for this machine
 and ``--environments`` - 1 more (a lock of that size), and syncs this machine. Bytecode is compiled first. Then,
 in fresh processes (``import torch`` done before any clock starts, in every way), ``--repeats`` processes per way:
@@ -84,15 +84,20 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     from kernlock import sync as syncing
     from kernlock.environment import Environment, detect
     from kernlock.errors import KernlockError
-    from kernlock.testing import HubServer, build_benchmark_catalog, open_kernel_repo
+    from kernlock.testing import HubServer, create_kernel_repo, set_org_trust, standard_variants
+    from kernlock.testing.fixtures import KINDS
 
     root = work / "hub"
-    repos = build_benchmark_catalog(root, kernels=args.kernels, versions=2, variants=26)
-    env = str(detect())
+    env = str(detect())  # a GPU machine too: its own build is one of the 26
+    builds = [env, *(v for v in standard_variants(("2.11", "2.12", "2.13")) if v != env)][:26]
+    set_org_trust(root, "kernels-bench", True)
+    repos = [f"kernels-bench/kernel-{i:02d}" for i in range(args.kernels)]
+    for i, repo in enumerate(repos):
+        create_kernel_repo(root, repo, {"v1": builds, "v2": builds}, kind=KINDS[i % len(KINDS)])
     others = []
-    for name in open_kernel_repo(root, repos[0]).variants("v1"):
+    for name in builds[1:]:
         try:
-            if Environment.parse(name).name == name and name != env:
+            if Environment.parse(name).name == name:
                 others.append(name)
         except KernlockError:
             continue  # a noarch or stable-ABI build: not a machine

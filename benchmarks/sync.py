@@ -81,7 +81,8 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     write_project(project, repos, [env])
     kernels_cache = Path(os.environ["KERNELS_CACHE"])
     tables = []
-    with HubServer(hub_root, port=port, max_concurrent=args.max_concurrent or None) as server:
+    capped = {"max_concurrent": args.max_concurrent} if args.max_concurrent else {}
+    with HubServer(hub_root, port=port, **capped) as server:
         lock = api.lock(project, hub=Hub()).lock
         theirs.mkdir()
         (theirs / "kernels.lock").write_text(
