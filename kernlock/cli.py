@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -16,6 +15,7 @@ from kernlock.wording import count
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
     from typing import Any
 
     from kernlock import api
@@ -26,10 +26,33 @@ if TYPE_CHECKING:
 project_option = click.option(
     "--project",
     "project_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIRECTORY",
+    callback=lambda _ctx, param, value: _project(param, value),
     default=None,
     help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
 )
+
+
+def _project(param: click.Parameter, value: str | None) -> Path | None:
+    """``--project``: an existing folder, as a Path (checked here rather than by click.Path, whose import-time
+    translations and pathlib would cost ``--help`` and ``--version``)."""
+    if value is None:
+        return None
+    from pathlib import Path
+
+    path = Path(value)
+    if not path.exists():
+        raise click.BadParameter(f"Directory {value!r} does not exist.", param=param)
+    if not path.is_dir():
+        raise click.BadParameter(f"Directory {value!r} is a file.", param=param)
+    return path
+
+
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: what click's version_option prints, without the locale lookup it imports."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"kernlock, version {__version__}")
+        ctx.exit()
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,7 +98,9 @@ def _fail(message: str) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="kernlock")
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_version, help="Show the version and exit."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
 def main(verbose: bool) -> None:
     """Lock Hugging Face Hub kernels to exact commits and build variants for every environment."""
