@@ -20,6 +20,7 @@ cold sync.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -109,7 +110,8 @@ def _run(args: argparse.Namespace, work: Path) -> int:
             return run
 
         def their_library() -> None:
-            kernels_download.download_kernels(download)
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # its "Downloading kernel:" lines
+                kernels_download.download_kernels(download)
 
         our_cli = process([sys.executable, "-m", "kernlock", "sync", "--frozen", "--project", str(project)], ours)
         their_cli = process([str(Path(sys.executable).parent / "kernels"), "download", str(theirs)], kernels_cache)
