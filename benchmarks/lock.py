@@ -1,8 +1,13 @@
-"""Benchmark: `kernlock lock` vs the kernels library's own `kernels lock` on the same local Hub.
+"""Benchmark: `kernlock lock` vs the kernels library's own `kernels lock` on the same local Hub, and lock I/O.
 
 Catalog: 20 kernels x 4 versions x 26 build variants, 20 ms latency injected on every request. Both tools lock
 version 4 of every kernel, cold (empty caches), each in a fresh process; the script prints requests and wall
-time of each, their ratios, and the cost of re-locking an unchanged project. Run: `python benchmarks/lock.py`.
+time of each (medians of ``--repeat`` runs), their ratios, the cost of re-locking an unchanged project, and a
+cold `kernlock lock` of the same kernels for 26 target environments. Then lock I/O on that 26-environment lock
+(in this process, median of ``--io-repeat``): writing it (``lockfile.dumps``), reading it in full with every check
+(``lockfile.read``: what the CLI does), and the run-time read (``lockindex.read``: this environment's entries,
+what activation does). ``--max-concurrent N``: the Hub serves at most N requests of a client at once.
+Bytecode is compiled first. Run: `python benchmarks/lock.py`.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from kernlock.testing import HubServer, build_benchmark_catalog
+from _common import compile_bytecode
+
+from kernlock.testing import HubServer, build_benchmark_catalog, open_kernel_repo
 
 ENVIRONMENTS = ["torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu128-x86_64-linux"]
 
@@ -32,31 +40,62 @@ def run(cmd: list[str], env: dict[str, str], server: HubServer) -> tuple[float, 
     return wall, len(server.log)
 
 
+def machines(root: Path, repo: str, branch: str) -> list[str]:
+    """The environment strings among a repo's build variants (arch builds of a torch version)."""
+    from kernlock.environment import Environment
+    from kernlock.errors import KernlockError
+
+    found = []
+    for name in open_kernel_repo(root, repo).variants(branch):
+        try:
+            if Environment.parse(name).name == name:
+                found.append(name)
+        except KernlockError:
+            continue
+    return sorted(found)
+
+
+def median_seconds(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kernels", type=int, default=20)
     parser.add_argument("--versions", type=int, default=4)
     parser.add_argument("--variants", type=int, default=26)
     parser.add_argument("--latency", type=float, default=0.020, help="seconds added to every request")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--io-repeat", type=int, default=9)
+    parser.add_argument("--max-concurrent", type=int, default=0, help="requests served at once per client (0: any)")
     args = parser.parse_args()
+    compile_bytecode()
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         repos = build_benchmark_catalog(tmp / "hub", args.kernels, args.versions, args.variants)
+        wide = machines(tmp / "hub", repos[0], f"v{args.versions}")
         version = args.versions
-        ours, theirs = tmp / "kernlock-project", tmp / "kernels-project"
-        ours.mkdir()
+        ours, ours26, theirs = tmp / "kernlock-project", tmp / "kernlock-26", tmp / "kernels-project"
+        for folder, envs in ((ours, ENVIRONMENTS), (ours26, wide)):
+            folder.mkdir()
+            (folder / "pyproject.toml").write_text(
+                "[tool.kernlock]\nenvironments = [" + ", ".join(f'"{e}"' for e in envs) + "]\n\n"
+                "[tool.kernlock.kernels]\n" + "".join(f'"{r}" = "v{version}"\n' for r in repos)
+            )
         theirs.mkdir()
-        (ours / "pyproject.toml").write_text(
-            "[tool.kernlock]\nenvironments = [" + ", ".join(f'"{e}"' for e in ENVIRONMENTS) + "]\n\n"
-            "[tool.kernlock.kernels]\n" + "".join(f'"{r}" = "v{version}"\n' for r in repos)
-        )
         (theirs / "pyproject.toml").write_text(
             "[tool.kernels.dependencies]\n" + "".join(f'"{r}" = {version}\n' for r in repos)
         )
-        rows: dict[str, list[tuple[float, int]]] = {"kernlock": [], "kernels": [], "kernlock-noop": []}
-        with HubServer(tmp / "hub") as server:
+        names = ("kernlock", "kernels", "kernlock-noop", "kernlock-26")
+        rows: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
+        capped = {"max_concurrent": args.max_concurrent} if args.max_concurrent else {}
+        with HubServer(tmp / "hub", **capped) as server:
             server.faults.latency(args.latency)
             base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNEL"))}
             base.update(server.env())
@@ -74,28 +113,68 @@ def main() -> None:
                     run([str(bin_dir / "kernlock"), "lock", "--project", str(ours)], env, server)
                 )
                 rows["kernels"].append(run([str(bin_dir / "kernels"), "lock", str(theirs)], env, server))
+                (ours26 / "kernels.lock").unlink(missing_ok=True)
+                env26 = {**env, "KERNLOCK_CACHE": str(tmp / f"kl26-{i}")}
+                rows["kernlock-26"].append(
+                    run([str(bin_dir / "kernlock"), "lock", "--project", str(ours26)], env26, server)
+                )
+        io = lock_io(ours26 / "kernels.lock", wide[0], tmp / "io-cache", args.io_repeat)
 
     def median(name: str, index: int) -> float:
         return statistics.median(r[index] for r in rows[name])
 
+    cap = f", at most {args.max_concurrent} requests at once per client" if args.max_concurrent else ""
     print(
         f"catalog: {args.kernels} kernels x {args.versions} versions x {args.variants} variants, "
-        f"{args.latency * 1000:.0f} ms latency/request, {len(ENVIRONMENTS)} target environments, "
-        f"median of {args.repeat} cold runs"
+        f"{args.latency * 1000:.0f} ms latency/request{cap}, median of {args.repeat} cold runs"
     )
-    print(f"{'command':<34}{'requests':>10}{'wall s':>10}")
-    print(f"{'kernels lock (kernels library)':<34}{median('kernels', 1):>10.0f}{median('kernels', 0):>10.2f}")
-    print(f"{'kernlock lock (cold)':<34}{median('kernlock', 1):>10.0f}{median('kernlock', 0):>10.2f}")
-    print(
-        f"{'kernlock lock (unchanged project)':<34}{median('kernlock-noop', 1):>10.0f}"
-        f"{median('kernlock-noop', 0):>10.2f}"
-    )
+    print(f"{'command':<44}{'requests':>10}{'wall s':>10}")
+    for label, name in (
+        (f"kernels lock (kernels library), {len(ENVIRONMENTS)} envs", "kernels"),
+        (f"kernlock lock (cold), {len(ENVIRONMENTS)} envs", "kernlock"),
+        (f"kernlock lock (unchanged project), {len(ENVIRONMENTS)} envs", "kernlock-noop"),
+        (f"kernlock lock (cold), {len(wide)} envs", "kernlock-26"),
+    ):
+        print(f"{label:<44}{median(name, 1):>10.0f}{median(name, 0):>10.2f}")
     print(
         f"requests ratio kernels/kernlock: {median('kernels', 1) / max(median('kernlock', 1), 1):.1f}x fewer "
         f"(goal >= 5x)"
     )
     print(f"time ratio kernels/kernlock:     {median('kernels', 0) / median('kernlock', 0):.1f}x faster (goal >= 3x)")
     print(f"unchanged re-lock: {median('kernlock-noop', 1) / args.kernels:.2f} requests per kernel (goal <= 1)")
+    print()
+    print(
+        f"lock I/O, {args.kernels} kernels x {len(wide)} environments ({io['size'] / 1024:.0f} KiB), "
+        f"median of {args.io_repeat}, in this process"
+    )
+    for label, key, goal in (
+        ("write (lockfile.dumps)", "write", 0.030),
+        ("read, every check (lockfile.read)", "read", None),
+        ("read at run time (lockindex.read, warm)", "runtime", 0.010),
+    ):
+        value = io.get(key)
+        shown = "n/a" if value is None else f"{value * 1000:.1f} ms"
+        target = f"  (goal <= {goal * 1000:.0f} ms)" if goal else ""
+        print(f"  {label:<42}{shown:>10}{target}")
+
+
+def lock_io(path: Path, environment: str, cache: Path, repeat: int) -> dict[str, float | int | None]:
+    """Write, full read and run-time read of the lock at ``path`` (None: not in this kernlock)."""
+    from kernlock import lockfile
+
+    os.environ["KERNLOCK_CACHE"] = str(cache)
+    lock = lockfile.read(path)
+    result: dict[str, float | int | None] = {"size": path.stat().st_size}
+    result["write"] = median_seconds(lambda: lockfile.dumps(lock), repeat)
+    result["read"] = median_seconds(lambda: lockfile.read(path), repeat)
+    try:
+        from kernlock import lockindex
+    except ImportError:  # a kernlock before the lock index
+        result["runtime"] = None
+        return result
+    lockindex.read(str(path), environment)  # the first process after the lock changed derives the index
+    result["runtime"] = median_seconds(lambda: lockindex.read(str(path), environment), repeat)
+    return result
 
 
 # -- `kernlock outdated`: requests per kernel (issue #14; self-contained, run with --outdated) -----------------

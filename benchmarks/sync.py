@@ -1,36 +1,53 @@
-"""Requests and wall time of a cold `kernlock sync`, a no-op sync, and `kernels download` of the same lock.
+"""Requests and wall time of `kernlock sync` and of `kernels download` for the same lock, cold and again.
 
-    python benchmarks/sync.py [--kernels 4] [--so-mib 32] [--latency 0.0]
+    python benchmarks/sync.py [--kernels 4] [--so-mib 8] [--repeats 5] [--latencies 0,0.02] [--max-concurrent 0]
 
-Builds kernel repositories (README + several build variants per commit, one large LFS ``.so`` per variant) under
-a temporary folder, serves them with kernlock's local Hub, locks them for this machine, then measures in this
-process (imports warmed up, so only the work is timed):
+Builds kernel repositories (README + five build variants per commit, one LFS ``.so`` per variant) under a
+temporary folder, serves them with kernlock's local Hub, locks them for this machine, then measures, at each Hub
+latency, every row ``--repeats`` times in turn (medians printed):
 
-- ``kernlock sync`` cold (empty cache) and again (no-op: every file present and verified by its receipt);
-- ``kernels download`` (kernels' own CLI code path) of the same commits into another cache, cold and again;
-- for context, a whole ``kernlock sync --frozen`` CLI process doing the no-op (interpreter start + imports).
+- in this process (imports done first: ``torch`` too, which kernels imports on its first download; neither
+  tool pays an import inside a timing): ``kernlock sync`` (the library call) cold (empty cache) and again
+  (every file present and verified by its receipt), ``kernels download`` (kernels' own CLI code) cold and again;
+- whole processes, as a user runs them (interpreter start and imports included): ``kernlock sync --frozen`` and
+  ``kernels download``, each cold and again.
 
-Goal: the no-op sync makes zero requests and takes < 10% of the cold sync.
+``--max-concurrent N`` makes the Hub serve at most N requests of a client at once (a rate-limited Hub: the rest
+wait their turn). Bytecode is compiled first. Goal: the no-op sync makes zero requests and takes < 10% of the
+cold sync.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from _common import free_port, in_scratch_folder
+from _common import compile_bytecode, free_port, in_scratch_folder, use_local_hub, write_project
+
+VARIANTS = [
+    "torch213-cxx11-cu128-x86_64-linux",
+    "torch213-cxx11-cu130-x86_64-linux",
+    "torch212-cxx11-cpu-x86_64-linux",
+    "torch213-metal-aarch64-darwin",
+]
 
 
 def _args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--kernels", type=int, default=4, help="locked kernels (default 4)")
-    parser.add_argument("--so-mib", type=float, default=32, help="size of each variant's .so in MiB (default 32)")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every Hub request")
+    parser.add_argument("--so-mib", type=float, default=8, help="size of each variant's .so in MiB (default 8)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of every row, median printed (default 5)")
+    parser.add_argument("--latencies", default="0,0.02", help="Hub latencies in seconds (default 0,0.02)")
+    parser.add_argument("--max-concurrent", type=int, default=0, help="requests served at once per client (0: any)")
     return parser.parse_args()
 
 
@@ -41,72 +58,33 @@ def main() -> int:
 
 def _run(args: argparse.Namespace, work: Path) -> int:
     port = free_port()
-    # huggingface_hub and kernels read these at import: set them before anything imports them.
-    os.environ.update(
-        {
-            "HF_ENDPOINT": f"http://127.0.0.1:{port}",
-            "HF_HUB_DISABLE_XET": "1",
-            "HF_HOME": str(work / "hf-home"),
-            "HF_HUB_CACHE": str(work / "unused-cache"),
-            "KERNELS_CACHE": str(work / "kernels-cache"),  # kernels' download target (read at its import)
-            "KERNLOCK_CACHE": str(work / "kernlock-own"),
-            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        }
-    )
-    for key in ("HF_HUB_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "DO_NOT_TRACK", "DISABLE_TELEMETRY", "LOCAL_KERNELS"):
-        os.environ.pop(key, None)
+    use_local_hub(work, port, KERNELS_CACHE=str(work / "kernels-cache"))  # kernels' target, read at its import
+    compile_bytecode()
 
-    from kernlock.testing.fixtures import CPU_VARIANT, KINDS, create_kernel_repo, set_org_trust
-    from kernlock.testing.server import HubServer
-
-    hub_root = work / "hub"
-    variants = [
-        CPU_VARIANT,
-        "torch213-cxx11-cu128-x86_64-linux",
-        "torch213-cxx11-cu130-x86_64-linux",
-        "torch212-cxx11-cpu-x86_64-linux",
-        "torch213-metal-aarch64-darwin",
-    ]
-    set_org_trust(hub_root, "bench-sync", True)
-    repos = [f"bench-sync/kernel-{i:02d}" for i in range(args.kernels)]
-    for i, repo in enumerate(repos):
-        create_kernel_repo(
-            hub_root, repo, {"v1": variants}, kind=KINDS[i % len(KINDS)], so_size=int(args.so_mib * 2**20)
-        )
-
-    import kernels.cli.download as kernels_download
+    import torch  # noqa: F401 - kernels imports it on its first download: outside every timing
+    from kernels.cli import download as kernels_download
 
     from kernlock import api
     from kernlock import sync as syncing
     from kernlock.environment import detect
     from kernlock.hub import Hub
+    from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo, set_org_trust
+    from kernlock.testing.fixtures import KINDS
 
-    env = str(detect())  # imports torch once, outside the timings
-    project = work / "project"
-    project.mkdir()
-    kernels_table = "".join(f'"{repo}" = "v1"\n' for repo in repos)
-    (project / "pyproject.toml").write_text(
-        f'[project]\nname = "bench"\nversion = "0"\n\n[tool.kernlock]\nenvironments = ["{env}"]\n\n'
-        f"[tool.kernlock.kernels]\n{kernels_table}"
-    )
-    ours = work / "kernlock-cache"
-
-    with HubServer(hub_root, port=port) as server:
-        if args.latency:
-            server.faults.latency(args.latency)
+    hub_root = work / "hub"
+    set_org_trust(hub_root, "bench-sync", True)
+    repos = [f"bench-sync/kernel-{i:02d}" for i in range(args.kernels)]
+    for i, repo in enumerate(repos):
+        size = int(args.so_mib * 2**20)
+        create_kernel_repo(hub_root, repo, {"v1": [CPU_VARIANT, *VARIANTS]}, kind=KINDS[i % len(KINDS)], so_size=size)
+    env = str(detect())
+    project, theirs = work / "project", work / "kernels-project"
+    write_project(project, repos, [env])
+    kernels_cache = Path(os.environ["KERNELS_CACHE"])
+    tables = []
+    capped = {"max_concurrent": args.max_concurrent} if args.max_concurrent else {}
+    with HubServer(hub_root, port=port, **capped) as server:
         lock = api.lock(project, hub=Hub()).lock
-        rows = []
-
-        def measure(name: str, fn) -> None:
-            server.log.clear()
-            start = time.perf_counter()
-            fn()
-            rows.append((name, len(server.log), time.perf_counter() - start))
-
-        measure("kernlock sync (cold)", lambda: syncing.sync(lock, [env], hub=Hub(), cache=ours, progress=False))
-        measure("kernlock sync (no-op)", lambda: syncing.sync(lock, [env], hub=Hub(), cache=ours, progress=False))
-
-        theirs = work / "kernels-project"
         theirs.mkdir()
         (theirs / "kernels.lock").write_text(
             json.dumps(
@@ -114,37 +92,82 @@ def _run(args: argparse.Namespace, work: Path) -> int:
             )
         )
         download = argparse.Namespace(project_dir=theirs, all_variants=False)
-        measure("kernels download (cold)", lambda: kernels_download.download_kernels(download))
-        measure("kernels download (again)", lambda: kernels_download.download_kernels(download))
+        ours = work / "kernlock-cache"
 
-        cli_env = {**os.environ, "KERNELS_CACHE": str(ours)}
-        cli = [sys.executable, "-m", "kernlock", "sync", "--frozen", "--project", str(project)]
-        server.log.clear()
-        start = time.perf_counter()
-        done = subprocess.run(cli, env=cli_env, capture_output=True, text=True)
-        cli_wall, cli_requests = time.perf_counter() - start, len(server.log)
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            return 1
+        def fresh(*folders: Path) -> None:
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
 
-    total = sum(f.size for _e, v in syncing.targets(lock, [env]) for f in v.files)
+        def library_sync() -> None:
+            syncing.sync(lock, [env], hub=Hub(), cache=ours, progress=False)
+
+        def process(argv: list[str], cache: Path) -> Callable[[], None]:
+            def run() -> None:
+                done = subprocess.run(argv, env={**os.environ, "KERNELS_CACHE": str(cache)}, capture_output=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr.decode()[-3000:]}")
+
+            return run
+
+        def their_library() -> None:
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # its "Downloading kernel:" lines
+                kernels_download.download_kernels(download)
+
+        our_cli = process([sys.executable, "-m", "kernlock", "sync", "--frozen", "--project", str(project)], ours)
+        their_cli = process([str(Path(sys.executable).parent / "kernels"), "download", str(theirs)], kernels_cache)
+        rows: list[tuple[str, Callable[[], None] | None, Callable[[], None]]] = [
+            ("kernlock sync, cold", lambda: fresh(ours), library_sync),
+            ("kernlock sync, no-op", None, library_sync),
+            (
+                "kernels download, cold",
+                lambda: fresh(kernels_cache),
+                lambda: kernels_download.download_kernels(download),
+            ),
+            ("kernels download, again", None, lambda: kernels_download.download_kernels(download)),
+            ("kernlock sync CLI, cold", lambda: fresh(ours), our_cli),
+            ("kernlock sync CLI, no-op", None, our_cli),
+            ("kernels download CLI, cold", lambda: fresh(kernels_cache), their_cli),
+            ("kernels download CLI, again", None, their_cli),
+        ]
+        for latency in (float(x) for x in args.latencies.split(",")):
+            server.faults.clear()
+            if latency:
+                server.faults.latency(latency)
+            results: dict[str, list[tuple[float, int]]] = {name: [] for name, _, _ in rows}
+            for _ in range(args.repeats):
+                for name, before, fn in rows:
+                    if before is not None:
+                        before()
+                    server.log.clear()
+                    start = time.perf_counter()
+                    fn()
+                    results[name].append((time.perf_counter() - start, len(server.log)))
+            tables.append((latency, results))
+
     files = sum(len(v.files) for _e, v in syncing.targets(lock, [env]))
+    total = sum(f.size for _e, v in syncing.targets(lock, [env]) for f in v.files)
+    cap = f", at most {args.max_concurrent} requests at once per client" if args.max_concurrent else ""
     print(
-        f"{len(lock.kernels)} kernels x 1 variant of {len(variants)} ({files} files, {total / 2**20:.1f} MiB) "
-        f"for {env}; latency {args.latency * 1000:.0f} ms/request"
+        f"{len(lock.kernels)} kernels x 1 variant of {1 + len(VARIANTS)} ({files} files, {total / 2**20:.1f} MiB) "
+        f"for {env}; median of {args.repeats} runs per row{cap}"
     )
-    cold = rows[0][2]
-    print(f"{'':28}{'requests':>10}{'wall s':>10}{'vs cold sync':>14}")
-    for name, requests, wall in rows:
-        print(f"{name:28}{requests:>10}{wall:>10.3f}{wall / cold:>13.1%}")
-    print(f"{'kernlock sync CLI (no-op)':28}{cli_requests:>10}{cli_wall:>10.3f}{cli_wall / cold:>13.1%}")
-    print("  (the CLI row is a whole process: interpreter start and imports; torch is not imported)")
-    noop_requests, noop_wall = rows[1][1], rows[1][2]
-    ok = noop_requests == 0 and noop_wall < 0.1 * cold
-    print(
-        f"goal: no-op sync makes 0 requests ({noop_requests}) and takes < 10% of the cold sync "
-        f"({noop_wall / cold:.1%}): {'PASS' if ok else 'FAIL'}"
-    )
+    ok = True
+    for latency, results in tables:
+        print(f"\nHub latency {latency * 1000:.0f} ms/request")
+        print(f"{'':30}{'requests':>10}{'wall s':>10}{'vs kernlock cold':>18}")
+        medians = {name: statistics.median(t for t, _ in runs) for name, runs in results.items()}
+        for name, runs in results.items():
+            base = medians["kernlock sync CLI, cold" if "CLI" in name else "kernlock sync, cold"]
+            requests = statistics.median(n for _, n in runs)
+            print(f"{name:30}{requests:>10.0f}{medians[name]:>10.3f}{medians[name] / base:>17.2f}x")
+        noop = results["kernlock sync, no-op"]
+        ok = (
+            ok
+            and max(n for _, n in noop) == 0
+            and medians["kernlock sync, no-op"] < 0.1 * medians["kernlock sync, cold"]
+        )
+    print("\n(library rows: in this process, imports done; CLI rows: whole processes, interpreter start and imports)")
+    print(f"goal: the no-op sync makes 0 requests and takes < 10% of the cold sync: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

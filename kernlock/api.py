@@ -6,23 +6,32 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock import foreign, interrupt, lockfile
+from kernlock import foreign, hfenv, interrupt, lockfile
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect, detect_with_facts
 from kernlock.errors import DuplicateSpecError, ForeignLockError, KernlockError, LockError, ProjectError
-from kernlock.hub import Hub
 from kernlock.lockfile import Lock
 from kernlock.project import Pin, Project, Requirement, Spec
 from kernlock.resolver import Upgrade, latest_version, resolve
 from kernlock.variants import RULE
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
     from kernlock.foreign import ForeignPin
+    from kernlock.hub import Hub
     from kernlock.migrate import ImportResult
     from kernlock.mirror import MirrorApp
     from kernlock.outdated import Report
+
+
+def _hub(hub: Hub | None) -> Hub:
+    """``hub``, else a new client for $HF_ENDPOINT (importing the network stack now)."""
+    if hub is not None:
+        return hub
+    from kernlock.hub import Hub
+
+    return Hub()
 
 
 def target_environments(project: Project) -> list[Environment]:
@@ -133,7 +142,7 @@ def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None, dry_
     if reason is None and not upgrade.all and not upgrade.kernels:
         assert previous is not None
         return LockResult(previous, False, None)
-    new = resolve(project, environments, hub or Hub(), previous, upgrade)
+    new = resolve(project, environments, _hub(hub), previous, upgrade)
     written = _write_if_changed(project, new, dry_run)
     return LockResult(new, written, (reason or "upgrade") if written else None, previous)
 
@@ -184,7 +193,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
     foreign.check_project(project.root)
-    hub = hub or Hub()
+    hub = _hub(hub)
     environments = target_environments(project)
     added: dict[str, str] = {}
     requirements = dict(project.requirements)
@@ -227,7 +236,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     requirements = {k: v for k, v in project.requirements.items() if k not in names}
     candidate = replace(project, requirements=requirements)
     previous = lockfile.read_pins(project.lockfile) if project.lockfile.exists() else None
-    new = resolve(candidate, target_environments(project), hub or Hub(), previous)
+    new = resolve(candidate, target_environments(project), _hub(hub), previous)
     projects.remove_requirements(project, names)
     written = _write_if_changed(project, new)
     return LockResult(new, written, "removed " + ", ".join(names))
@@ -252,10 +261,10 @@ def env_report(root: Path | None = None) -> dict:
     unsupported = legacy_loader()
     if unsupported is not None:
         report["unsupported_loader"] = unsupported
-    # The installed loader's generation (probed: imports kernels, not torch) and what kernlock covers with it.
+    # The installed loader's generation (read from its files: kernels is not imported) and what kernlock covers.
     from kernlock import loaders
 
-    probe = loaders.probe()
+    probe = loaders.probe_files()
     report["loader"] = {"generation": probe.generation, "kernels": probe.kernels}
     if probe.missing:
         report["loader"]["missing"] = list(probe.missing)
@@ -333,12 +342,10 @@ def sync(
     Default: re-lock first when kernels.lock is stale; ``locked``: fail instead; ``frozen``: use it as is.
     ``offline``: no request; verify what is in the cache and fail naming anything missing or corrupt.
     """
-    from huggingface_hub import constants
-
     if locked and frozen:
         raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
     interrupt.reset()
-    offline = offline or constants.HF_HUB_OFFLINE
+    offline = offline or hfenv.offline()
     project = projects.load(projects.locate(root))
     result = _lock_for_sync(project, locked, frozen, offline, hub)
     environments = list(result.lock.environments) if all_environments else [_this_environment(result.lock)]
@@ -348,12 +355,10 @@ def sync(
 
 def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | None:
     """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
-    from huggingface_hub import constants
-
     environment = str(detect())
     if environment not in lock.environments:
         return None
-    return syncing.sync(lock, [environment], hub=hub, offline=constants.HF_HUB_OFFLINE)
+    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline())
 
 
 def verify(root: Path | None = None, all_environments: bool = False) -> syncing.VerifyResult:
@@ -434,7 +439,7 @@ def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
     interrupt.reset()
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
-    return outdating.report(project, lock, target_environments(project), hub or Hub())
+    return outdating.report(project, lock, target_environments(project), _hub(hub))
 
 
 # -- bundles (air-gapped sites) ----------------------------------------------------------------------------

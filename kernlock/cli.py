@@ -3,30 +3,77 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
-import traceback
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import click
 
-from kernlock import __version__, api, interrupt
+from kernlock import __version__
 from kernlock.errors import DuplicateSpecError, KernlockError
-from kernlock.resolver import Upgrade
 from kernlock.wording import count
 
-_BUNDLE = click.Path(dir_okay=False, path_type=Path)  # a bundle made by `kernlock bundle`
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+    from kernlock import api
+
+# Each command imports kernlock.api (and with it the lock model) when it runs: `--help` and `--version` cost
+# what click costs. The network stack (huggingface_hub, httpx) is imported only when a request is made.
 
 project_option = click.option(
     "--project",
     "project_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIRECTORY",
+    callback=lambda _ctx, param, value: _project(param, value),
     default=None,
     help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
 )
+
+
+def _project(param: click.Parameter, value: str | None) -> Path | None:
+    """``--project``: an existing folder, as a Path (checked here rather than by click.Path, whose import-time
+    translations and pathlib would cost ``--help`` and ``--version``)."""
+    if value is None:
+        return None
+    from pathlib import Path
+
+    path = Path(value)
+    if not path.exists():
+        raise click.BadParameter(f"Directory {value!r} does not exist.", param=param)
+    if not path.is_dir():
+        raise click.BadParameter(f"Directory {value!r} is a file.", param=param)
+    return path
+
+
+def _path(value: str | None, param: click.Parameter, folder: bool) -> Path | None:
+    """A file (``folder`` False) or folder option as a Path; an existing path of the other kind is a usage error
+    (pathlib is imported only when the option is given)."""
+    if value is None:
+        return None
+    from pathlib import Path
+
+    path = Path(value)
+    if path.exists() and path.is_dir() != folder:
+        raise click.BadParameter(f"{value!r} is {'a file' if folder else 'a directory'}.", param=param)
+    return path
+
+
+def _file(_ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    return _path(value, param, folder=False)
+
+
+def _folder(_ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    return _path(value, param, folder=True)
+
+
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: what click's version_option prints, without the locale lookup it imports."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"kernlock, version {__version__}")
+        ctx.exit()
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -34,6 +81,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from kernlock import interrupt
+
         try:
             return fn(*args, **kwargs)
         except (interrupt.Interrupted, interrupt.Cancelled) as err:
@@ -62,16 +111,22 @@ def _interrupted(code: int) -> None:
 
 def _fail(message: str) -> None:
     if click.get_current_context().find_root().params.get("verbose"):
+        import traceback
+
         traceback.print_exc()
     click.secho(f"error: {message}", fg="red", err=True)
     sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="kernlock")
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_version, help="Show the version and exit."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
 def main(verbose: bool) -> None:
     """Lock Hugging Face Hub kernels to exact commits and build variants for every environment."""
+    from kernlock import interrupt
+
     interrupt.install_handlers()
 
 
@@ -83,6 +138,8 @@ def main(verbose: bool) -> None:
 @handle_errors
 def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | None) -> None:
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
+    from kernlock import api
+
     try:
         result = api.add(project_dir, list(specs), trust=trust)
     except DuplicateSpecError as err:
@@ -109,6 +166,8 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | 
 @handle_errors
 def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
     """Remove kernels from pyproject.toml and re-lock."""
+    from kernlock import api
+
     result = api.remove(project_dir, list(names))
     click.echo(f"removed {', '.join(names)}")
     _print_lock(result)
@@ -123,6 +182,9 @@ def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
 @handle_errors
 def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: bool, project_dir: Path | None) -> None:
     """Resolve all requirements for all target environments into kernels.lock."""
+    from kernlock import api
+    from kernlock.resolver import Upgrade
+
     if check and (upgrade or upgrade_kernels or dry_run):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run.")
     result = api.lock(project_dir, Upgrade(upgrade, frozenset(upgrade_kernels)), check=check, dry_run=dry_run)
@@ -158,8 +220,12 @@ def _print_lock(result: api.LockResult, dry_run: bool = False) -> None:
 @handle_errors
 def env(as_json: bool, project_dir: Path | None) -> None:
     """This machine's environment string and the variant each locked kernel would load here."""
+    from kernlock import api
+
     report = api.env_report(project_dir)
     if as_json:
+        import json
+
         click.echo(json.dumps(report, indent=2))
         return
     click.echo(f"environment: {report['environment']}")
@@ -207,7 +273,13 @@ def env(as_json: bool, project_dir: Path | None) -> None:
 @click.option("--locked", is_flag=True, help="Fail (exit 1) if kernels.lock is stale instead of re-locking.")
 @click.option("--frozen", is_flag=True, help="Use kernels.lock as it is, without checking it against pyproject.toml.")
 @click.option("--offline", is_flag=True, help="Make no request: verify the cache, fail on anything missing or corrupt.")
-@click.option("--from", "from_bundle", type=_BUNDLE, help="Install from a bundle of this kernels.lock, no network.")
+@click.option(
+    "--from",
+    "from_bundle",
+    metavar="FILE",
+    callback=_file,
+    help="Install from a bundle of this kernels.lock, no network.",
+)
 @project_option
 @handle_errors
 def sync(
@@ -219,6 +291,8 @@ def sync(
     project_dir: Path | None,
 ) -> None:
     """Download and verify exactly the locked files this environment needs."""
+    from kernlock import api
+
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
     if from_bundle is not None:
@@ -268,6 +342,8 @@ def _print_sync(report: Any) -> None:
 @handle_errors
 def verify(all_environments: bool, project_dir: Path | None) -> None:
     """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
+    from kernlock import api
+
     result = api.verify(project_dir, all_environments=all_environments)
     if result:
         for problem in result:
@@ -302,11 +378,15 @@ def verify(all_environments: bool, project_dir: Path | None) -> None:
 @handle_errors
 def show(as_json: bool, project_dir: Path | None) -> None:
     """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
+    from kernlock import api
+
     result = api.show(project_dir)
     if result.stale:
         click.secho(f"warning: kernels.lock is stale: {result.stale}; run `kernlock lock`.", fg="yellow", err=True)
     rows = result.rows
     if as_json:
+        import json
+
         click.echo(json.dumps(rows, indent=2))
         return
     header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
@@ -362,6 +442,8 @@ def run(mode: str | None, project_dir: Path | None, command: tuple[str, ...]) ->
 @handle_errors
 def import_(trust: bool, project_dir: Path | None) -> None:
     """Migrate the kernels library's [tool.kernels.dependencies] and JSON kernels.lock, keeping its commits."""
+    from kernlock import api
+
     result = api.import_kernels(project_dir, trust=trust)
     for repo, rev in result.requirements.items():
         click.echo(f'[tool.kernlock.kernels] "{repo}" = "{rev}"')
@@ -384,12 +466,14 @@ def import_(trust: bool, project_dir: Path | None) -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(["kernels"]), required=True, help="kernels: the kernels library's JSON lock."
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="File to write.")
+@click.option("-o", "--output", metavar="FILE", callback=_file, required=True, help="File to write.")
 @click.option("--environment", metavar="ENV", help="Only the entries of this locked environment.")
 @project_option
 @handle_errors
 def export(fmt: str, output: Path, environment: str | None, project_dir: Path | None) -> None:
     """Write the locked commits in another tool's lock format (kernels: for load_kernel / get_locked_kernel)."""
+    from kernlock import api
+
     pins = api.export(project_dir, fmt, output, environment)
     click.echo(f"wrote {output} ({count(len(pins), 'kernel')}, {fmt} format)")
 
@@ -400,8 +484,12 @@ def export(fmt: str, output: Path, environment: str | None, project_dir: Path | 
 @handle_errors
 def outdated(as_json: bool, project_dir: Path | None) -> None:
     """Per locked kernel: did its branch or tag move, is there a newer version, what would `lock --upgrade` do."""
+    from kernlock import api
+
     report = api.outdated(project_dir)
     if as_json:
+        import json
+
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
     for row in report.rows:
@@ -437,9 +525,7 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
 
 
 @main.command()
-@click.option(
-    "-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The bundle to write."
-)
+@click.option("-o", "--output", "out", required=True, metavar="FILE", callback=_file, help="The bundle to write.")
 @click.option(
     "--environment",
     "environments",
@@ -450,6 +536,8 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
 @handle_errors
 def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -> None:
     """Write one archive (tar) with kernels.lock, a manifest and every locked file, for an air-gapped site."""
+    from kernlock import api
+
     result = api.bundle(project_dir, out, list(environments) or None)
     click.echo(
         f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({_size(result.size)}) for "
@@ -458,10 +546,13 @@ def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -
 
 
 @main.command()
-@click.option("--from", "from_bundle", type=_BUNDLE, help="Serve a bundle (with its own kernels.lock).")
+@click.option(
+    "--from", "from_bundle", metavar="FILE", callback=_file, help="Serve a bundle (with its own kernels.lock)."
+)
 @click.option(
     "--cache",
-    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIRECTORY",
+    callback=_folder,
     default=None,
     help="Serve the project's kernels.lock from this kernel cache (default: KERNELS_CACHE / HF_HUB_CACHE).",
 )
@@ -483,6 +574,8 @@ def serve(
     project_dir: Path | None,
 ) -> None:
     """Serve exactly the locked commits as a read-only Hub mirror (point HF_ENDPOINT at it)."""
+    from kernlock import api
+
     if from_bundle is not None and cache is not None:
         raise click.UsageError("--from and --cache cannot be combined.")
     app = api.mirror_app(project_dir, from_bundle, cache)

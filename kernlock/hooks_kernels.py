@@ -23,7 +23,11 @@ from types import ModuleType
 
 from kernlock import runtime
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
-from kernlock.lockfile import Lock, LockedKernel, LockedVariant
+from kernlock.lockfile import LockedKernel, LockedVariant
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kernlock.lockindex import LockView
 
 logger = logging.getLogger("kernlock")
 
@@ -52,9 +56,9 @@ class Located:
 
 
 class _State:
-    """What one activation derived: the parsed lock, this environment, verified builds, warnings given."""
+    """What one activation derived: this environment's view of the lock, verified builds, warnings given."""
 
-    def __init__(self, generation: int, lock: Lock, environment: str, backend: str | None) -> None:
+    def __init__(self, generation: int, lock: LockView, environment: str, backend: str | None) -> None:
         self.generation = generation
         self.lock = lock
         self.environment = environment
@@ -89,14 +93,14 @@ def _current() -> _State:
     global _state
     with _guard:
         if _state is None or _state.generation != runtime.generation:
-            from kernlock import lockfile
+            from kernlock import lockindex
             from kernlock.environment import detect
 
             settings = runtime.settings()
             assert settings is not None
-            _state = _State(
-                runtime.generation, lockfile.read(settings.lockfile, canonical=False), str(detect()), _backend_name()
-            )
+            environment = str(detect())
+            view = lockindex.read(settings.lockfile, environment)  # this environment's entries only
+            _state = _State(runtime.generation, view, environment, _backend_name())
             _warn_local_overrides(_state)
         return _state
 
@@ -136,7 +140,7 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
     state = _current()
     settings = runtime.settings()
     assert settings is not None
-    if not state.lock.entries(repo):
+    if repo not in state.lock.repos:
         message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {repo}`" + (
             " (or set KERNLOCK_MODE=warn to load unlocked kernels with a warning)." if _strict() else "."
         )
@@ -234,10 +238,7 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
         path = state.verified.get(key)
         if path is not None:
             return path
-        from huggingface_hub import constants
-
-        from kernlock import sync
-        from kernlock.hub import Hub
+        from kernlock import hfenv, sync
 
         settings = runtime.settings()
         full = settings is not None and settings.verify == "full"
@@ -245,8 +246,10 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
             path = sync.check_variant(entry, variant, full=full)
         except NotSyncedError:
             try:
+                from kernlock.hub import Hub
+
                 hub = Hub(retries=_FETCH_RETRIES, backoff=0.25)  # a load waits seconds, not minutes
-                path = sync.ensure_variant(entry, variant, hub=hub, offline=bool(constants.HF_HUB_OFFLINE))
+                path = sync.ensure_variant(entry, variant, hub=hub, offline=hfenv.offline())
             except HubError as err:
                 raise NotSyncedError(
                     f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here and could not "

@@ -58,6 +58,7 @@ from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 from kernlock import __version__, interrupt, names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import HubError, IntegrityError, KernlockError, NotFoundError, SpecError, UnknownRevisionError
+from kernlock.hfenv import cache_root as cache_root  # here too: where it always was
 from kernlock.lockfile import LockedFile
 from kernlock.variants import check_variant_name
 
@@ -89,14 +90,6 @@ _HEX = re.compile(r"^[0-9a-f]{4,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _BLOB = re.compile(r"^[0-9a-f]{40}$")
 _FIX = "check HF_ENDPOINT (a mirror or proxy may be broken)"
-
-
-def cache_root() -> Path:
-    """kernlock's own cache: ``$KERNLOCK_CACHE``, else ``$XDG_CACHE_HOME/kernlock``, else ~/.cache/kernlock."""
-    if os.environ.get("KERNLOCK_CACHE"):
-        return Path(os.environ["KERNLOCK_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kernlock"
 
 
 @dataclass(frozen=True)
@@ -145,6 +138,7 @@ class Hub:
         self.backoff = max(0.0, backoff)
         self._trust: dict[str, tuple[bool, Any]] = {}
         self._refs: dict[str, tuple[bool, Any]] = {}
+        self._blobs: dict[str, tuple[bool, Any]] = {}
         self._key_locks: dict[tuple[int, str], threading.Lock] = {}
         self._lock = threading.Lock()
         self._retries_used = 0
@@ -306,6 +300,12 @@ class Hub:
         if cached is not None:
             self._write_cache(cached, data)
         return data
+
+    def read_blob(self, repo: str, commit: str, path: str, blob: str) -> bytes:
+        """:meth:`read_file` for a file the build tree names by its blob id (its ``hash``): fetched once per
+        distinct blob of ``repo`` and Hub object, so the variants and commits of one lock that share a file (the
+        same ``metadata.json``) cost one request."""
+        return self._once(self._blobs, f"{repo}\0{blob}", lambda: self.read_file(repo, commit, path))
 
     def download(
         self, repo: str, commit: str, path: str, dest: Path, size: int | None = None, tqdm_class: type | None = None

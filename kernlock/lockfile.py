@@ -7,8 +7,10 @@ duplicate or conflicting entries: whatever reads a lock (sync, activation) build
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
+import itertools
 import re
 import sys
 from collections.abc import Iterable
@@ -21,7 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock import foreign, names
+from kernlock import foreign, names, tomlwrite
 from kernlock.atomic import write_text_atomic
 from kernlock.errors import ForeignLockError, LockError
 from kernlock.variants import RULE
@@ -127,6 +129,7 @@ class LockedVariant:
         _check_file_set(self.name, self.files)
 
 
+@functools.lru_cache(maxsize=4096)
 def _check_variant_grammar(name: str) -> None:
     """The loader's variant grammar (kernlock.variants when present, else the installed loader's parser)."""
     try:
@@ -279,38 +282,46 @@ class Lock:
         return sorted({kernel.repo for kernel in self.kernels})
 
 
+def _canonical(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` sorted without repeats (the same tuple when it already is: no object is rebuilt)."""
+    if all(a < b for a, b in itertools.pairwise(values)):
+        return values
+    return tuple(sorted(set(values)))
+
+
 def normalized(lock: Lock) -> Lock:
-    """The same lock in canonical order, so equal content gives equal bytes."""
+    """The same lock in canonical order, so equal content gives equal bytes (objects already in order are kept,
+    so normalizing a lock the resolver made costs comparisons, not a re-validation)."""
     kernels = []
     for kernel in lock.kernels:
-        variants = tuple(
-            sorted(
-                (
-                    LockedVariant(v.name, tuple(sorted(set(v.environments))), tuple(sorted(set(v.files))))
-                    for v in kernel.variants
-                ),
-                key=lambda v: v.name,
+        variants = []
+        for v in kernel.variants:
+            environments, files = _canonical(v.environments), _canonical(v.files)
+            same = environments is v.environments and files is v.files
+            variants.append(v if same else dataclasses.replace(v, environments=environments, files=files))
+        variants.sort(key=lambda v: v.name)
+        environments, required_by = _canonical(kernel.environments), _canonical(kernel.required_by)
+        if (
+            environments is kernel.environments
+            and required_by is kernel.required_by
+            and all(a is b for a, b in zip(variants, kernel.variants, strict=True))
+        ):
+            kernels.append(kernel)
+        else:
+            kernels.append(
+                dataclasses.replace(
+                    kernel, environments=environments, variants=tuple(variants), required_by=required_by
+                )
             )
-        )
-        kernels.append(
-            LockedKernel(
-                kernel.repo,
-                kernel.requested,
-                kernel.ref,
-                kernel.commit,
-                tuple(sorted(set(kernel.environments))),
-                variants,
-                tuple(sorted(set(kernel.required_by))),
-            )
-        )
     kernels.sort(key=lambda k: (k.repo, k.environments, k.requested, k.commit))
-    return Lock(
-        lock.requires_hash,
-        tuple(sorted(set(lock.environments))),
-        tuple(kernels),
-        lock.variant_rule,
-        tuple(sorted(lock.facts)),
-    )
+    environments, facts = _canonical(lock.environments), _canonical(lock.facts)
+    if (
+        environments is lock.environments
+        and facts is lock.facts
+        and all(a is b for a, b in zip(kernels, lock.kernels, strict=True))
+    ):
+        return lock
+    return dataclasses.replace(lock, environments=environments, kernels=tuple(kernels), facts=facts)
 
 
 def facts_document(lock: Lock) -> list[dict[str, Any]]:
@@ -331,69 +342,81 @@ def content_hash(text: str) -> str:
 # -- writing -----------------------------------------------------------------------------------------------
 
 
-def dumps(lock: Lock) -> str:
-    """The lock as TOML text; deterministic for equal content."""
-    import tomlkit
+#: Model field -> lock key, where the key is not the field's name with dashes (``variants`` -> ``[[kernel.variant]]``).
+_KEYS = {"variants": "variant"}
 
+
+def dumps(lock: Lock) -> str:
+    """The lock as TOML text; deterministic for equal content (the layout tomlkit gave it, written directly by
+    :mod:`kernlock.tomlwrite`: a few ms instead of hundreds for a big lock)."""
     lock = normalized(lock)
-    doc = tomlkit.document()
-    doc.add(tomlkit.comment(HEADER))
-    doc["lock-version"] = LOCK_VERSION
-    doc["created-by"] = "kernlock"
-    doc["requires-hash"] = lock.requires_hash
-    doc["variant-rule"] = lock.variant_rule
-    doc["environments"] = _string_array(lock.environments)
+    doc: dict[str, Any] = {
+        "lock-version": LOCK_VERSION,
+        "created-by": "kernlock",
+        "requires-hash": lock.requires_hash,
+        "variant-rule": lock.variant_rule,
+        "environments": list(lock.environments),
+    }
     if lock.facts:
-        facts = tomlkit.array()
-        facts.extend(_inline(entry) for entry in facts_document(lock))
-        facts.multiline(True)
-        doc["environment-facts"] = facts
-    entries = tomlkit.aot()
-    for kernel in lock.kernels:
-        table = tomlkit.table()
-        table["repo"] = kernel.repo
-        table["requested"] = kernel.requested
-        table["ref"] = kernel.ref
-        table["commit"] = kernel.commit
-        table["environments"] = _string_array(kernel.environments)
-        if kernel.required_by:
-            table["required-by"] = _string_array(kernel.required_by)
-        variants = tomlkit.aot()
-        for variant in kernel.variants:
-            vtable = tomlkit.table()
-            vtable["name"] = variant.name
-            vtable["environments"] = _string_array(variant.environments)
-            files = tomlkit.array()
-            for f in variant.files:
-                item = tomlkit.inline_table()
-                item.update({"path": f.path, "size": f.size, "hash": f.hash})
-                files.append(item)
-            files.multiline(True)
-            vtable["files"] = files
-            variants.append(vtable)
-        table["variant"] = variants
-        entries.append(table)
-    if lock.kernels:  # tomlkit renders an empty array of tables as `kernel = []` above the header
-        doc["kernel"] = entries
-    text = tomlkit.dumps(doc)
+        doc["environment-facts"] = tomlwrite.InlineTables(facts_document(lock))
+    if lock.kernels:
+        doc["kernel"] = [_table(kernel) for kernel in lock.kernels]
+    text = tomlwrite.dumps(doc, HEADER)
     head, sep, rest = text.partition("\nenvironments = ")
     return f'{head}\n{_HASH_LINE}"{content_hash(text)}"{sep}{rest}'
 
 
-def _inline(data: dict[str, Any]) -> Any:
-    import tomlkit
-
-    item = tomlkit.inline_table()
-    item.update({k: _string_array(v) if isinstance(v, list) else v for k, v in data.items()})
-    return item
+#: Model class -> (field name, lock key, default) of each field, in declaration order.
+_SPECS: dict[type, list[tuple[str, str, Any]]] = {}
 
 
-def _string_array(values: Iterable[str]) -> Any:
-    import tomlkit
+def _specs(cls: type) -> list[tuple[str, str, Any]]:
+    specs = _SPECS.get(cls)
+    if specs is None:
+        specs = _SPECS[cls] = [
+            (f.name, _KEYS.get(f.name, f.name.replace("_", "-")), f.default) for f in dataclasses.fields(cls)
+        ]
+    return specs
 
-    array = tomlkit.array()
-    array.extend(values)
-    return array
+
+def _table(item: Any) -> dict[str, Any]:
+    """A model object as a TOML table, field by field in declaration order (generic: a new field is written
+    without a change here); an optional field left at None or at an empty default is left out."""
+    table: dict[str, Any] = {}
+    for name, key, default in _specs(type(item)):
+        value = getattr(item, name)
+        if value is None or (not value and default is not dataclasses.MISSING and value == default):
+            continue
+        table[key] = _value(value)
+    return table
+
+
+def _value(value: Any) -> Any:
+    """Model values as TOML values: tuples as arrays; model objects as tables; a tuple of model objects with only
+    plain values (the files of a variant) as one array of inline tables, else as an array of tables."""
+    if isinstance(value, (str, int)):
+        return value
+    if isinstance(value, (tuple, list)):
+        items = [_value(v) for v in value]
+        if items and all(isinstance(v, dict) for v in items):
+            flat = all(isinstance(x, (str, int)) for v in items for x in v.values())
+            return tomlwrite.InlineTables(items) if flat else items
+        return items
+    if isinstance(value, dict):
+        return {k: _value(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value):
+        return _table(value)
+    return value
+
+
+def entry_table(entry: LockedKernel) -> dict[str, Any]:
+    """One entry as the plain table the lock writes (JSON-ready: lists, dicts, strings and ints)."""
+    return _table(entry)
+
+
+def entry_from_table(data: Any, where: str) -> LockedKernel:
+    """An entry from its table (see :func:`entry_table`), validated as a lock's entries are (LockError)."""
+    return _Validator("", where).kernel(data, 0)
 
 
 def write(path: Path, lock: Lock) -> None:

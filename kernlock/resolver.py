@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
-from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts, normalized
 from kernlock.project import Project
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kernlock.hub import Hub
 
 MAX_WORKERS = 16
 
@@ -164,11 +167,13 @@ def _dependencies(
 
 
 def _metadata(hub: Hub, repo: str, commit: str, name: str, tree: dict[str, tuple[LockedFile, ...]]) -> object:
-    """The parsed ``build/<name>/metadata.json`` at ``commit`` (None when the variant has none)."""
-    if not any(f.path == "metadata.json" for f in tree[name]):
+    """The parsed ``build/<name>/metadata.json`` at ``commit`` (None when the variant has none); each distinct
+    blob is fetched once per lock, however many variants or commits share it."""
+    found = [f for f in tree[name] if f.path == "metadata.json"]
+    if not found:
         return None
     try:
-        return json.loads(hub.read_file(repo, commit, f"build/{name}/metadata.json"))
+        return json.loads(hub.read_blob(repo, commit, f"build/{name}/metadata.json", found[0].hash))
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
         raise ResolutionError(
             f"{repo}@{commit[:12]}: build/{name}/metadata.json is not JSON; report it to the kernel's publisher."

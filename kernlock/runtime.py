@@ -232,7 +232,7 @@ def _site_dir() -> str:
     import hashlib
 
     from kernlock.atomic import write_text_atomic
-    from kernlock.hub import cache_root
+    from kernlock.hfenv import cache_root
 
     digest = hashlib.sha256(SITECUSTOMIZE.encode()).hexdigest()[:16]
     folder = cache_root() / "run" / digest

@@ -30,23 +30,24 @@ import json
 import os
 import shutil
 import stat
+import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from filelock import FileLock
-from huggingface_hub import constants
-from huggingface_hub.file_download import repo_folder_name
-from huggingface_hub.utils import tqdm as hf_tqdm
-
-from kernlock import interrupt, names
+from kernlock import hfenv, interrupt, names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
-from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+
+if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
+    from filelock import FileLock
+
+    from kernlock.hub import Hub
 
 RECEIPT_VERSION = 2  # 2: the stat key has st_ctime_ns (older receipts are ignored: a re-hash, not a download)
 RECEIPTS = "kernlock-receipts"
@@ -83,11 +84,11 @@ class FileSource(Protocol):
 def cache_dir() -> Path:
     """The kernels cache: ``$KERNELS_CACHE``, else ``$HF_HUB_CACHE``, else huggingface_hub's default."""
     value = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")
-    return Path(value).expanduser() if value else Path(constants.HF_HUB_CACHE)
+    return Path(value).expanduser() if value else Path(hfenv.hub_cache())
 
 
 def _repo_name(repo: str) -> str:
-    return repo_folder_name(repo_id=repo, repo_type="kernel")
+    return hfenv.repo_folder(repo)
 
 
 def _under(root: Path, *parts: str, cache: Path | None = None) -> Path:
@@ -137,6 +138,8 @@ def _lock_file(repo: str, name: str, cache: Path) -> FileLock:
     path = _under(cache, ".locks", _repo_name(repo), f"{name}.lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     _unlink_symlink(path)
+    from filelock import FileLock
+
     return FileLock(str(path))
 
 
@@ -587,20 +590,35 @@ def is_synced(entry: LockedKernel, variant: LockedVariant, cache: Path | None = 
 # -- fetching ----------------------------------------------------------------------------------------------
 
 
-class _LargeFileBar(hf_tqdm):
-    """huggingface_hub's progress bar, shown only for large files."""
+@cache
+def _bar(progress: bool) -> type:
+    """huggingface_hub's progress bar, shown only for large files (``progress``), or never."""
+    from huggingface_hub.utils import tqdm as hf_tqdm
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        total = kwargs.get("total")
-        if total is None or total < LARGE_FILE:
-            kwargs["disable"] = True
-        super().__init__(*args, **kwargs)
+    class _LargeFileBar(hf_tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            total = kwargs.get("total")
+            if not progress or total is None or total < LARGE_FILE:
+                kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+    return _LargeFileBar
 
 
-class _NoBar(hf_tqdm):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["disable"] = True
-        super().__init__(*args, **kwargs)
+def _client(hub: Hub | None) -> Callable[[], Hub]:
+    """``hub``, else a Hub made at the first call (thread-safe): a sync with nothing to fetch imports no HTTP."""
+    made: list[Hub] = [hub] if hub is not None else []
+    guard = threading.Lock()
+
+    def get() -> Hub:
+        with guard:
+            if not made:
+                from kernlock.hub import Hub
+
+                made.append(Hub())
+            return made[0]
+
+    return get
 
 
 def _blob(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:
@@ -757,12 +775,12 @@ def ensure_variant(
     try:
         return check_variant(entry, variant, cache=cache)
     except (NotSyncedError, IntegrityError):
-        if offline or constants.HF_HUB_OFFLINE:
+        if offline or hfenv.offline():
             raise
     interrupt.reset()  # a load after an interrupted one (library use) fetches again
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
-            result = _fetch_variant(entry, variant, hub or Hub(), cache, pool, _NoBar)
+            result = _fetch_variant(entry, variant, _client(hub)(), cache, pool, _bar(False))
         except OSError as err:
             raise _cache_error(cache, err) from err
     _write_ref(entry, cache)
@@ -805,11 +823,11 @@ def sync(
             "add the environment to [tool.kernlock] environments and run `kernlock lock`."
         )
     pairs = targets(lock, environments)
-    offline = offline or (constants.HF_HUB_OFFLINE and getattr(hub, "remote", True))  # a bundle is no network
+    offline = offline or (hfenv.offline() and getattr(hub, "remote", True))  # a bundle is no network
     if offline:
         results = _check_offline(pairs, cache)
     else:
-        results = _sync_online(pairs, hub or Hub(), cache, _LargeFileBar if progress else _NoBar)
+        results = _sync_online(pairs, _client(hub), cache, progress)
         for entry, _variant in pairs:
             _write_ref(entry, cache)
     return SyncReport(
@@ -818,14 +836,14 @@ def sync(
 
 
 def _sync_online(
-    pairs: list[tuple[LockedKernel, LockedVariant]], hub: Hub, cache: Path, bar: type
+    pairs: list[tuple[LockedKernel, LockedVariant]], hub: Callable[[], Hub], cache: Path, progress: bool
 ) -> list[VariantResult]:
     def one(entry: LockedKernel, variant: LockedVariant) -> VariantResult:
         if is_synced(entry, variant, cache):  # the no-op path: stat calls only, no lock file, no request
             return VariantResult(
                 entry.repo, entry.commit, variant.name, variant_path(entry, variant, cache), len(variant.files)
             )
-        return _fetch_variant(entry, variant, hub, cache, files, bar)
+        return _fetch_variant(entry, variant, hub(), cache, files, _bar(progress))
 
     try:
         with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:

@@ -103,6 +103,35 @@ def kernlock_usage_problem(words: list[str]) -> str | None:
     return None
 
 
+_IMPORTS_PROBE = """
+import atexit, os, runpy, sys
+
+def _write():
+    with open(os.environ["KERNLOCK_TEST_MODULES"], "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+
+atexit.register(_write)
+sys.argv = ["kernlock", *sys.argv[1:]]
+runpy.run_module("kernlock", run_name="__main__", alter_sys=True)
+"""
+
+
+def run_cli_imports(
+    *args: str, env: dict[str, str], cwd: Path, out: Path
+) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``kernlock ARGS`` in a fresh process, as :func:`run_cli` does; also return the names of every module
+    it had imported when it exited (``sys.modules``, written to ``out`` at exit)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_PROBE, *args],
+        env={**env, "KERNLOCK_TEST_MODULES": str(out)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done, set(out.read_text().split("\n")) if out.exists() else set()
+
+
 # -- generated (variant set x system) cases for the differential tests of kernlock's variant rule ------------
 
 DIFF_TORCHES = ["28", "29", "210", "211", "212", "213"]

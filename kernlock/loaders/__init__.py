@@ -15,13 +15,15 @@ What a locked load gets (strict/warn, revisions, verification) is decided in one
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from kernlock.loaders._common import Patcher
 
-__all__ = ["Probe", "install", "load_paths", "probe"]
+__all__ = ["Probe", "install", "load_paths", "probe", "probe_files"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,44 @@ def probe() -> Probe:
             return Probe(adapter.NAME, _version(kernels))
         gaps.append(lacking)
     return Probe("unknown", _version(kernels), tuple(min(gaps, key=len)))
+
+
+def probe_files() -> Probe:
+    """The installed loader's generation read from its source files, without importing kernels (its import pulls
+    in huggingface_hub and httpx: ~250 ms); what `kernlock env` shows. An adapter fits when every seam it names is
+    defined in the module's source with the parameters it needs; when none fits, :func:`probe` (which imports
+    kernels) names what is missing."""
+    import importlib.util
+
+    from kernlock.compat import installed
+
+    try:
+        spec = importlib.util.find_spec("kernels")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return probe()
+    package = Path(next(iter(spec.submodule_search_locations)))
+    for adapter in _adapters():
+        calls = [(module, fn, ()) for module, fn, _name in getattr(adapter, "CALLS", ())]
+        if all(_defined(package, module, path, params) for module, path, params in (*adapter.SEAMS, *calls)):
+            return Probe(adapter.NAME, installed("kernels"))
+    return probe()
+
+
+def _defined(package: Path, module: str, path: str, params: tuple[str, ...]) -> bool:
+    """Whether ``module`` (``kernels.x``) defines ``path`` (``Class.method`` or ``function``) taking ``params``."""
+    relative = Path(*module.split(".")[1:])
+    for source in (package / relative.with_suffix(".py"), package / relative / "__init__.py"):
+        try:
+            text = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        names = path.split(".")
+        if not all(re.search(rf"^\s*(class {name}\b|(async )?def {name}\()", text, re.M) for name in names):
+            return False
+        return all(re.search(rf"\b{param}\b", text) for param in params)
+    return False
 
 
 #: The adapter (or "fallback") installed in this process.

@@ -35,7 +35,7 @@ def install(version: str, reason: str) -> None:
     """Pin every locked build of this environment through ``LOCAL_KERNELS``; say once what is not covered."""
     global _told, _user_value
     from kernlock import hooks_kernels as policy
-    from kernlock.hub import cache_root
+    from kernlock.hfenv import cache_root
 
     current = os.environ.get("LOCAL_KERNELS")
     if _user_value is None or current != _joined(_user_value, policy.pinned_by_kernlock):

@@ -862,6 +862,7 @@ class _RepoState:
     kernel_depends: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     minver_by_branch: dict[str, str] = field(default_factory=dict)  # branch -> kernels-minver (over the repo's)
     archs_by_branch: dict[str, list[str]] = field(default_factory=dict)  # branch -> CUDA archs of its CUDA builds
+    python_builds: list[str] = field(default_factory=list)  # variants given the pure-Python build
     builds: dict[str, dict[str, str]] = field(default_factory=dict)  # branch -> variant -> build_id
     uploads: int = 0
     clock: int = 0
@@ -901,7 +902,7 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
     if deps:
         init += _render(_INIT_DEPS, DEP_IDS=repr([d["repo-id"] for d in deps]))
     init += _INIT_BODY[state.kind]
-    python = is_python_build(variant)
+    python = is_python_build(variant) or variant in state.python_builds
     ops = (
         _render(_OPS_PYTHON_HEAD, OPS_NS=ops_ns) + _OPS_PYTHON_BODY[state.kind]
         if python
@@ -1240,6 +1241,7 @@ def create_kernel_repo(
     upstream: str | None = None,
     kernels_minver: str | Mapping[str, str] | None = None,
     cuda_archs: Mapping[str, Sequence[str]] | None = None,
+    python_builds: Iterable[str] = (),
     jobs: str = "backend",
 ) -> KernelRepo:
     """Create ``ROOT/kernels/{repo_id}``: ``main`` with the README, one branch per entry of ``branches``.
@@ -1252,6 +1254,8 @@ def create_kernel_repo(
     archs of a branch's CUDA builds (``{"v1": ["8.0"]}``: a version without sm90). ``tags``/``annotated_tags``
     map a tag to the revision it points at (after all branches are written). ``trusted`` writes the org to
     ``organizations.json`` (``None``: unchanged; ``kernels-community`` is recorded as trusted when missing).
+    ``python_builds`` names variants that get the pure-Python build whatever their backend (a benchmark's stand-in
+    for a GPU machine's own build, which then imports there).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
@@ -1279,6 +1283,7 @@ def create_kernel_repo(
         kernel_depends=deps_by_branch,
         minver_by_branch=dict(kernels_minver) if isinstance(kernels_minver, Mapping) else {},
         archs_by_branch={b: list(a) for b, a in (cuda_archs or {}).items()},
+        python_builds=sorted(python_builds),
     )
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")

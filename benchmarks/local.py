@@ -1,0 +1,100 @@
+"""Whole-process latency of kernlock's local commands against the interpreter's floor.
+
+    python benchmarks/local.py [--kernels 4] [--environments 2] [--runs 7]
+
+Builds ``--kernels`` kernel repositories, serves them with kernlock's local Hub, locks them for this machine (and
+``--environments`` - 1 more), syncs this machine, stops the Hub, then runs each command as a fresh process
+(``python -m kernlock ...``), all commands in turn, ``--runs`` rounds; prints each command's median wall time and
+its ratio to ``python -c "import click"`` (the floor of a click CLI) and to ``python -c pass``. Bytecode is compiled
+first (``python -m compileall``), as an installed package would be. No command here needs the network: the Hub is
+stopped before the first timed run, so a command that made a request would fail.
+
+Goals (issue 12): ``--help`` / ``--version`` <= 1.3x ``import click``; the others <= 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import compile_bytecode, free_port, in_scratch_folder, machine_catalog, use_local_hub, write_project
+
+COMMANDS: list[tuple[str, list[str]]] = [
+    ("python -c pass", ["-c", "pass"]),
+    ('python -c "import click"', ["-c", "import click"]),
+    ("kernlock --help", ["-m", "kernlock", "--help"]),
+    ("kernlock --version", ["-m", "kernlock", "--version"]),
+    ("kernlock lock --check", ["-m", "kernlock", "lock", "--check"]),
+    ("kernlock sync (no-op)", ["-m", "kernlock", "sync"]),
+    ("kernlock sync --frozen (no-op)", ["-m", "kernlock", "sync", "--frozen"]),
+    ("kernlock show", ["-m", "kernlock", "show"]),
+    ("kernlock verify", ["-m", "kernlock", "verify"]),
+    ("kernlock env", ["-m", "kernlock", "env"]),
+]
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--kernels", type=int, default=4, help="locked kernels (default 4)")
+    parser.add_argument("--environments", type=int, default=2, help="target environments, 1-3 (default 2)")
+    parser.add_argument("--runs", type=int, default=7, help="processes per command, interleaved (default 7)")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _args()
+    return in_scratch_folder("kernlock-bench-local-", lambda work: _run(args, work))
+
+
+def _run(args: argparse.Namespace, work: Path) -> int:
+    port = free_port()
+    use_local_hub(work, port)
+    compile_bytecode()
+
+    from kernlock import api
+    from kernlock.environment import detect
+    from kernlock.testing import HubServer
+
+    root = work / "hub"
+    env = str(detect())
+    repos, machines = machine_catalog(root, args.kernels, env, versions=1)
+    envs = machines[: max(1, min(3, args.environments))]
+    project = work / "project"
+    write_project(project, repos, envs)
+    with HubServer(root, port=port):
+        api.lock(project)
+        api.sync(project, progress=False)
+
+    times: dict[str, list[float]] = {name: [] for name, _ in COMMANDS}
+    for _ in range(args.runs):
+        for name, argv in COMMANDS:
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, *argv], cwd=project, capture_output=True, check=False)
+            times[name].append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{done.stderr.decode()[-2000:]}")
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    floor, click = medians["python -c pass"], medians['python -c "import click"']
+    print(
+        f"{args.kernels} kernels x {len(envs)} environments, whole processes, median of {args.runs} interleaved "
+        "runs, bytecode compiled"
+    )
+    print(f"{'command':34}{'median ms':>10}{'vs click':>10}{'vs pass':>10}")
+    for name, _ in COMMANDS:
+        print(f"{name:34}{medians[name] * 1000:>10.1f}{medians[name] / click:>9.2f}x{medians[name] / floor:>9.2f}x")
+    front = max(medians["kernlock --help"], medians["kernlock --version"]) / click
+    slowest = max(medians[name] for name, _ in COMMANDS[4:])
+    ok = front <= 1.3 and slowest <= 0.100
+    print(
+        f"goal: --help/--version <= 1.3x import click ({front:.2f}x); other commands <= 100 ms "
+        f"(slowest {slowest * 1000:.0f} ms): {'PASS' if ok else 'FAIL'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""This environment's part of kernels.lock, derived once: what run-time activation reads instead of the lock.
+
+A program that loads kernels needs, of the whole lock, only the entries of the machine it runs on. The first
+activation after the lock changed reads and validates the whole lock (:func:`kernlock.lockfile.read`) and writes
+``{kernlock cache}/lock-index/<key>.json``: the lock's environments and repos, and this environment's entries
+(each cut down to this environment's variant). Every later activation checks that index against the lock's
+``stat`` (size, mtime, inode, ctime: any write changes one) and the ``content-hash`` line at its top, and builds
+only those entries, validated as a lock's entries are: the cost is flat in the size of the lock.
+
+A missing, stale or unreadable index is rebuilt from the lock; a lock that cannot be read is an error either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kernlock import lockfile
+from kernlock.lockfile import LockedKernel
+
+INDEX_VERSION = 1
+_HEAD = 4096  # the content-hash line is among the first lines
+
+
+class LockView:
+    """What activation reads of a lock: its environments and repos, and the entries of one environment."""
+
+    __slots__ = ("_entries", "environment", "environments", "repos")
+
+    def __init__(
+        self, environment: str, environments: tuple[str, ...], repos: list[str], entries: list[LockedKernel]
+    ) -> None:
+        self.environment = environment
+        self.environments = environments
+        self.repos = repos
+        self._entries = {entry.repo: entry for entry in entries}
+
+    def entry_for(self, repo: str, env: str) -> LockedKernel | None:
+        """The entry that serves ``repo`` on ``env`` (only this view's environment has entries)."""
+        return self._entries.get(repo) if env == self.environment else None
+
+
+def read(path: str, environment: str) -> LockView:
+    """The lock at ``path`` as ``environment`` sees it: from the index when it matches the lock, else from the
+    lock itself (then indexed for the next process). Raises LockError for a lock that cannot be read."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        stat = None  # the read below names the problem
+    key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns] if stat else []
+    recorded = _content_hash(path) if stat else None
+    index = _index_path(path, environment)
+    cached = _load(index, path, environment, key, recorded)
+    if cached is not None:
+        return cached
+    lock = lockfile.read(path, canonical=False)
+    entries = []
+    for kernel in lock.kernels:
+        variant = kernel.variant_for(environment)
+        if variant is not None:
+            mine = _replace(variant, environments=(environment,))
+            entries.append(_replace(kernel, environments=(environment,), variants=(mine,)))
+    view = LockView(environment, lock.environments, lock.repos, entries)
+    if recorded is not None:
+        _save(index, path, environment, key, recorded, view)
+    return view
+
+
+def _replace(item: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(item, **changes)
+
+
+def _index_path(path: str, environment: str) -> str:
+    from kernlock.hfenv import cache_root
+
+    digest = hashlib.sha256(f"{os.path.abspath(path)}\0{environment}".encode()).hexdigest()[:32]
+    return os.path.join(cache_root(), "lock-index", f"{digest}.json")
+
+
+def _content_hash(path: str) -> str | None:
+    """The ``content-hash`` a lock records at its top (None: not there, e.g. an older lock-version)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in head.split("\n"):
+        if line.startswith('content-hash = "') and line.endswith('"'):
+            return line[len('content-hash = "') : -1]
+    return None
+
+
+def _load(index: str, path: str, environment: str, key: list[int], recorded: str | None) -> LockView | None:
+    """The view the index holds, when it was made from exactly this lock for this environment."""
+    if recorded is None:
+        return None
+    try:
+        with open(index, encoding="utf-8") as handle:
+            data = json.load(handle)
+        matches = (
+            data["index-version"] == INDEX_VERSION
+            and data["lock"] == os.path.abspath(path)
+            and data["stat"] == key
+            and data["content-hash"] == recorded
+            and data["environment"] == environment
+        )
+        if not matches:
+            return None
+        entries = [lockfile.entry_from_table(table, path) for table in data["kernel"]]
+        return LockView(environment, tuple(data["environments"]), list(data["repos"]), entries)
+    except (OSError, ValueError, KeyError, TypeError, lockfile.LockError):
+        return None  # no index yet, or one this kernlock does not read: derive it again
+
+
+def _save(index: str, path: str, environment: str, key: list[int], recorded: str, view: LockView) -> None:
+    """Write the index atomically; a cache that cannot be written only costs the next process a full read."""
+    from kernlock.atomic import write_text_atomic
+
+    data = {
+        "index-version": INDEX_VERSION,
+        "lock": os.path.abspath(path),
+        "stat": key,
+        "content-hash": recorded,
+        "environment": environment,
+        "environments": list(view.environments),
+        "repos": list(view.repos),
+        "kernel": [lockfile.entry_table(entry) for entry in view._entries.values()],
+    }
+    with contextlib.suppress(OSError):
+        write_text_atomic(Path(index), json.dumps(data, separators=(",", ":")))

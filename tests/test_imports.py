@@ -1,0 +1,90 @@
+"""Local commands import no network stack, no loader and no torch (issue 12): what they import is their cost.
+
+Each command runs in a fresh process (as a user runs it); the test reads the modules it had imported at exit.
+The Hub is unreachable while they run (``HF_ENDPOINT`` points at a closed port), so none of them may need it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import CPU_ENV, run_cli_imports, write_pyproject
+
+from kernlock import api
+from kernlock.testing import HubServer
+
+CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
+#: What a command that makes no request and loads nothing must not import (each costs tens to hundreds of ms).
+HEAVY = ("kernels", "huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2", "torch", "transformers", "filelock")
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+@pytest.fixture
+def synced(user_env: dict[str, str], hub: HubServer, project: Path) -> dict[str, str]:
+    """A project locked for this machine and a CUDA machine, synced here; the environment with the Hub gone."""
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    api.lock(project)
+    api.sync(project, progress=False)
+    return {**user_env, "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env: dict[str, str]):
+    """`--help` and `--version` cost what click costs: not even the lock model or kernlock's API is imported."""
+    done, modules = run_cli_imports(flag, env=user_env, cwd=tmp_path, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert "kernlock" in done.stdout
+    ours = sorted(m for m in modules if m.startswith("kernlock"))
+    assert ours == ["kernlock", "kernlock.cli", "kernlock.errors", "kernlock.wording"]
+    assert _heavy(modules) == []
+    assert "tomlkit" not in modules and "packaging" not in modules
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["lock", "--check"], "kernels.lock is up to date"),
+        (["sync"], "(0 downloaded, 1 already verified)"),
+        (["sync", "--frozen"], "(0 downloaded, 1 already verified)"),
+        (["sync", "--locked"], "(0 downloaded, 1 already verified)"),
+        (["show"], "kernels-community/activation"),
+        (["verify"], "all match kernels.lock"),
+        (["env"], f"environment: {CPU_ENV}"),
+        (["env", "--json"], '"generation"'),
+    ],
+)
+def test_local_commands_import_no_network_loader_or_torch(
+    args: list[str], says: str, synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
+    with the Hub unreachable, and its output is what it always was."""
+    done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert says in done.stdout
+    assert _heavy(modules) == []
+
+
+def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, str], project: Path, tmp_path: Path):
+    """`kernlock env` reads the installed loader's version and generation from its files: the same answer the
+    import-time probe gives (the one activation uses)."""
+    from kernlock import loaders
+
+    done, modules = run_cli_imports("env", env=synced, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    probe = loaders.probe()
+    assert f"loader: kernels {probe.kernels} ({probe.generation} generation)" in done.stdout
+    assert "kernels" not in modules
+
+
+def test_a_command_that_fetches_imports_the_network_stack(user_env: dict[str, str], project: Path, tmp_path: Path):
+    """The other side: `lock` with a stale lock asks the Hub, so it does import huggingface_hub (the test above
+    would pass trivially if the import probe saw nothing)."""
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', [CPU_ENV])
+    done, modules = run_cli_imports("lock", env=user_env, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert "huggingface_hub" in modules
+    assert "torch" not in modules

@@ -1,0 +1,321 @@
+"""kernels.lock I/O (issue 12): the fast writer gives today's bytes, and activation reads only its environment.
+
+* The lock writer (:mod:`kernlock.tomlwrite`) renders exactly what tomlkit rendered: for locks of every shape the
+  fuzz generator draws, for a 20-kernel x 26-environment lock, and for any document of tables, arrays of tables,
+  inline tables, strings (escapes included), integers and booleans, so a field added to the lock model later is
+  written as tomlkit would have written it.
+* Run-time activation reads this environment's entries from an index derived once from the lock, checked against
+  the lock's stat and content-hash: a warm process parses no TOML at all, and any change of the lock is seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomlkit
+from helpers import CPU_ENV, write_pyproject
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_fuzz import valid_locks
+
+from kernlock import api, lockfile, lockindex, tomlwrite
+from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.testing import HubServer
+
+CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
+CHECKS = settings(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+# -- the reference: tomlkit ------------------------------------------------------------------------------------
+
+
+def _tomlkit_dumps(lock: Lock) -> str:
+    """kernels.lock as kernlock wrote it with tomlkit before issue 12 (lockfile.dumps of lock-version 2, with
+    issue 13's environment-facts)."""
+    lock = lockfile.normalized(lock)
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment(lockfile.HEADER))
+    doc["lock-version"] = lockfile.LOCK_VERSION
+    doc["created-by"] = "kernlock"
+    doc["requires-hash"] = lock.requires_hash
+    doc["variant-rule"] = lock.variant_rule
+    doc["environments"] = _array(lock.environments)
+    if lock.facts:
+        facts = tomlkit.array()
+        for entry in lockfile.facts_document(lock):
+            item = tomlkit.inline_table()
+            item.update({k: _array(v) if isinstance(v, list) else v for k, v in entry.items()})
+            facts.append(item)
+        facts.multiline(True)
+        doc["environment-facts"] = facts
+    entries = tomlkit.aot()
+    for kernel in lock.kernels:
+        table = tomlkit.table()
+        table["repo"] = kernel.repo
+        table["requested"] = kernel.requested
+        table["ref"] = kernel.ref
+        table["commit"] = kernel.commit
+        table["environments"] = _array(kernel.environments)
+        if kernel.required_by:
+            table["required-by"] = _array(kernel.required_by)
+        variants = tomlkit.aot()
+        for variant in kernel.variants:
+            vtable = tomlkit.table()
+            vtable["name"] = variant.name
+            vtable["environments"] = _array(variant.environments)
+            files = tomlkit.array()
+            for f in variant.files:
+                item = tomlkit.inline_table()
+                item.update({"path": f.path, "size": f.size, "hash": f.hash})
+                files.append(item)
+            files.multiline(True)
+            vtable["files"] = files
+            variants.append(vtable)
+        table["variant"] = variants
+        entries.append(table)
+    if lock.kernels:
+        doc["kernel"] = entries
+    text = tomlkit.dumps(doc)
+    head, sep, rest = text.partition("\nenvironments = ")
+    return f'{head}\ncontent-hash = "{lockfile.content_hash(text)}"{sep}{rest}'
+
+
+def _array(values: Any) -> Any:
+    array = tomlkit.array()
+    array.extend(values)
+    return array
+
+
+def _tomlkit_item(value: Any) -> Any:
+    """A plain value as the tomlkit item kernlock's writer means by it (see kernlock.tomlwrite)."""
+    if isinstance(value, tomlwrite.InlineTables):
+        array = tomlkit.array()
+        for entry in value:
+            inline = tomlkit.inline_table()
+            inline.update(entry)
+            array.append(inline)
+        return array.multiline(True)
+    if type(value) is list and value and all(isinstance(v, dict) for v in value):
+        tables = tomlkit.aot()
+        for entry in value:
+            tables.append(_tomlkit_table(entry))
+        return tables
+    if isinstance(value, dict):
+        return _tomlkit_table(value)
+    return _tomlkit_inline(value)
+
+
+def _tomlkit_inline(value: Any) -> Any:
+    """An inline value: lists as arrays, dicts as inline tables, built item by item."""
+    if isinstance(value, dict):
+        inline = tomlkit.inline_table()
+        inline.update({key: _tomlkit_inline(item) for key, item in value.items()})
+        return inline
+    if isinstance(value, list):
+        array = tomlkit.array()
+        for item in value:
+            array.append(_tomlkit_inline(item))
+        return array
+    return value
+
+
+def _values_first(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each table's plain values before its tables and arrays of tables (recursively)."""
+
+    def is_table(value: Any) -> bool:
+        tables = type(value) is list and bool(value) and all(isinstance(v, dict) for v in value)
+        return isinstance(value, dict) or tables
+
+    def inner(value: Any) -> Any:
+        if isinstance(value, dict):
+            return _values_first(value)
+        if type(value) is list and is_table(value):
+            return [_values_first(v) for v in value]
+        return value
+
+    plain = {k: v for k, v in data.items() if not is_table(v)}
+    return {**plain, **{k: inner(v) for k, v in data.items() if is_table(v)}}
+
+
+def _tomlkit_table(data: dict[str, Any]) -> Any:
+    table = tomlkit.table()
+    for key, value in data.items():
+        table[key] = _tomlkit_item(value)
+    return table
+
+
+# -- the writer ------------------------------------------------------------------------------------------------
+
+
+@settings(CHECKS, max_examples=120)
+@given(valid_locks())
+def test_writer_gives_the_bytes_tomlkit_gave(lock: Lock):
+    """Every lock the fuzz generator draws (awkward paths, shared and split variants, dependencies) is written
+    byte for byte as before: existing kernels.lock files stay canonical and `lock --check` stays quiet."""
+    assert lockfile.dumps(lock) == _tomlkit_dumps(lock)
+
+
+def big_lock(kernels: int = 20, environments: int = 26, files: int = 4) -> Lock:
+    """``kernels`` kernels, each with its own variant for every one of ``environments`` environments."""
+    envs = sorted(
+        f"torch2{minor}-cxx11-{backend}-x86_64-linux"
+        for minor in range(7, 14)
+        for backend in ("cpu", "cu126", "cu128", "cu130")
+    )[:environments]
+    entries = []
+    for k in range(kernels):
+        variants = tuple(
+            LockedVariant(
+                env,
+                (env,),
+                tuple(LockedFile(f"k{k}/f{n}.py", 1000 + n, f"git-sha1:{k:04x}{n:04x}{e:032x}") for n in range(files)),
+            )
+            for e, env in enumerate(envs)
+        )
+        entries.append(LockedKernel(f"kernels-bench/kernel-{k:02d}", "v4", "v4", f"{k:040x}", tuple(envs), variants))
+    return Lock("sha256:" + "b" * 64, tuple(envs), tuple(entries))
+
+
+def test_writer_gives_the_bytes_tomlkit_gave_for_a_big_lock():
+    lock = big_lock()
+    text = lockfile.dumps(lock)
+    assert text == _tomlkit_dumps(lock)
+    assert lockfile.loads(text) == lock
+
+
+_keys = st.text(st.characters(codec="utf-8"), min_size=1, max_size=6)  # tomlkit drops a space after ""
+_scalars = st.one_of(st.text(st.characters(codec="utf-8"), max_size=8), st.integers(-(2**63), 2**63 - 1), st.booleans())
+_inline = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3), max_leaves=8
+)
+_flat_tables = st.dictionaries(_keys, _scalars, max_size=3)
+
+
+def _documents() -> st.SearchStrategy[dict[str, Any]]:
+    values = st.one_of(_inline, st.lists(_flat_tables, max_size=3).map(tomlwrite.InlineTables))
+
+    def nest(tables: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+        return st.dictionaries(_keys, st.one_of(values, tables, st.lists(tables, min_size=1, max_size=2)), max_size=4)
+
+    return st.recursive(st.dictionaries(_keys, values, max_size=4), nest, max_leaves=12)
+
+
+@settings(CHECKS, max_examples=100)
+@given(_documents())
+def test_writer_renders_any_document_as_tomlkit_does(document: dict[str, Any]):
+    """Tables (also ones holding only tables), arrays of tables, arrays of inline tables, nested inline values,
+    quoted keys and escaped strings: the same text as tomlkit. (A table's plain values are written before its
+    tables, as TOML requires; the reference gets them in that order, as the lock model always gives them.)"""
+    document = _values_first(document)
+    expected = tomlkit.dumps(_tomlkit_table(document))
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("header"))
+    for key, value in document.items():
+        doc[key] = _tomlkit_item(value)
+    assert tomlwrite.dumps(document) == expected
+    assert tomlwrite.dumps(document, "header") == tomlkit.dumps(doc)
+
+
+# -- run-time reads: this environment's entries, from an index -------------------------------------------------
+
+_FIRST_LOAD = """
+    import json, sys, tomllib
+    parsed = []
+    _loads = tomllib.loads
+    def counting(text, **kwargs):
+        parsed.append(len(text))
+        return _loads(text, **kwargs)
+    tomllib.loads = counting
+    import kernlock.activate
+    import kernels
+    kernel = kernels.get_kernel("kernels-community/activation", version=1)
+    from kernlock import hooks_kernels
+    view = hooks_kernels._current().lock
+    entries = [view.entry_for(repo, view.environment) for repo in view.repos]
+    print(json.dumps({"parsed": parsed, "identity": kernel.KERNEL_IDENTITY, "entries": [e.repo for e in entries if e]}))
+"""
+
+
+def _first_load(project: Path, env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_FIRST_LOAD)], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def locked_two_ways(user_env: dict[str, str], hub: HubServer, project: Path) -> Path:
+    """activation locked at v1 for this machine and at v2 for a CUDA machine: two entries, one of them ours."""
+    write_pyproject(
+        project,
+        '"kernels-community/activation" = [{ rev = "v2", when = "cuda == 12.8" }, { rev = "v1" }]\n',
+        [CPU_ENV, CUDA_ENV],
+    )
+    api.lock(project)
+    api.sync(project, progress=False)
+    return project
+
+
+def test_first_load_parses_only_this_environments_entries(
+    locked_two_ways: Path, user_env: dict[str, str], tmp_path: Path
+):
+    """The first process after a lock change parses the lock once and indexes this environment's entries; every
+    later process parses no TOML at all, and holds only this environment's entries (not the CUDA machine's)."""
+    project = locked_two_ways
+    assert sorted(k.requested for k in lockfile.read(project / "kernels.lock").kernels) == ["v1", "v2"]
+    lock_bytes = (project / "kernels.lock").stat().st_size
+    offline = {**user_env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    first = _first_load(project, offline)
+    assert lock_bytes in first["parsed"]  # the lock, once
+    assert first["identity"]["version"] == 1
+    index_files = list((Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir())
+    assert len(index_files) == 1
+    index = json.loads(index_files[0].read_text())
+    assert [(k["repo"], k["requested"]) for k in index["kernel"]] == [("kernels-community/activation", "v1")]
+    assert [[v["name"] for v in k["variant"]] for k in index["kernel"]] == [[CPU_ENV]]
+    assert index["repos"] == ["kernels-community/activation"]
+    assert index["environments"] == sorted([CPU_ENV, CUDA_ENV])
+
+    warm = _first_load(project, offline)
+    assert lock_bytes not in warm["parsed"]  # the lock is not parsed again
+    assert warm["identity"] == first["identity"]
+    assert warm["entries"] == ["kernels-community/activation"]
+
+
+def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str, str], hub: HubServer):
+    """Re-locking at another revision changes the lock's stat and content-hash: the next process reads the new
+    lock (and loads the new pin), never the stale index."""
+    project = locked_two_ways
+    _first_load(project, user_env)
+    write_pyproject(project, '"kernels-community/activation" = "v2"\n', [CPU_ENV, CUDA_ENV])
+    api.lock(project)
+    api.sync(project, progress=False)
+    after = _first_load(project, user_env)
+    assert (project / "kernels.lock").stat().st_size in after["parsed"]
+    assert after["identity"]["version"] == 2
+
+
+def test_a_damaged_index_is_ignored(locked_two_ways: Path, user_env: dict[str, str]):
+    """An index that is not JSON, or names entries the lock does not hold, is rebuilt from the lock."""
+    project = locked_two_ways
+    lock_path = str(project / "kernels.lock")
+    good = lockindex.read(lock_path, CPU_ENV)
+    (index,) = (Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir()
+    index.write_text("{not json")
+    assert lockindex.read(lock_path, CPU_ENV).repos == good.repos
+    data = json.loads(index.read_text())
+    data["kernel"][0]["variant"][0]["files"][0]["path"] = "../../outside.py"
+    index.write_text(json.dumps(data))
+    again = lockindex.read(lock_path, CPU_ENV)
+    entry = again.entry_for("kernels-community/activation", CPU_ENV)
+    assert entry is not None and all(".." not in f.path for v in entry.variants for f in v.files)
+    os.utime(lock_path)  # a touched lock: stat changed, read again
+    assert lockindex.read(lock_path, CPU_ENV).repos == good.repos
