@@ -10,14 +10,14 @@ kernlock's. Nothing is written unless the whole resolution succeeds.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernlock import foreign, interrupt, lockfile
 from kernlock import project as projects
+from kernlock.atomic import write_bytes_atomic
 from kernlock.environment import Environment, detect
-from kernlock.errors import NotFoundError, ProjectError
+from kernlock.errors import NotFoundError, ProjectError, ResolutionError
 from kernlock.foreign import ForeignPin
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedKernel, LockedVariant
@@ -60,7 +60,7 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
             f"nothing to import in {project.root}: no [tool.kernels.dependencies] in pyproject.toml and no JSON "
             "kernels.lock of the kernels library; `kernlock add org/name` starts a kernlock project."
         )
-    if moved_to is not None and moved_to.exists():
+    if moved_to is not None and moved_to.exists() and moved_to.read_bytes() != project.lockfile.read_bytes():
         raise ProjectError(
             f"{moved_to} already exists; move it away (kernlock import moves the JSON kernels.lock there), then run "
             "`kernlock import` again."
@@ -74,16 +74,24 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
             recorded[repo] = rev
     candidate = replace(project, requirements=requirements)
     hub = hub or Hub()
+    for repo in recorded:
+        if not trust and not hub.is_trusted(repo.split("/")[0]):
+            raise ResolutionError(
+                f"{repo} is published by '{repo.split('/')[0]}', which the Hub does not mark as a trusted kernel "
+                "publisher; review its code, then run `kernlock import --trust`."
+            )
     environments = list(project.environments) if project.environments else [detect()]
     seeded, why_not = _seed(pins, set(wanted), environments, hub)
     previous = previous_own or Lock(candidate.requires_hash(), tuple(str(e) for e in environments), tuple(seeded))
     new = resolve(candidate, environments, hub, previous)
     outcomes = [_outcome(pin, new, why_not.get(pin)) for pin in pins]
+    # Each step is atomic and a rerun resumes after any of them: the JSON lock's copy (identical bytes are
+    # accepted above), kernlock's lock over it (read back as the previous lock), then pyproject.toml.
+    if moved_to is not None:
+        write_bytes_atomic(moved_to, project.lockfile.read_bytes())
+    lockfile.write(project.lockfile, new)
     projects.set_requirements(project, {repo: (rev, trust) for repo, rev in recorded.items()})
     projects.remove_kernels_dependencies(project)
-    if moved_to is not None:
-        os.replace(project.lockfile, moved_to)
-    lockfile.write(project.lockfile, new)
     return ImportResult({repo: requirements[repo].pins[0].rev for repo in wanted}, outcomes, new, moved_to)
 
 

@@ -144,6 +144,47 @@ def test_import_refuses_to_overwrite_a_moved_lock_and_needs_something_to_import(
     assert (project / "kernels.lock").read_text() == "[]" and (project / "kernels.lock.json").read_text() == "mine\n"
 
 
+def test_a_damaged_json_lock_is_never_clobbered(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """A truncated or merge-mangled JSON lock is still the kernels library's: `lock` leaves it, `import` names it."""
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', [CPU_ENV])
+    entry = f'{{"dependency": {{"repo-id": "{catalog.activation}", "version": 1}}, "lock": {{"commit": "{"a" * 40}"}}}}'
+    for damaged in (
+        f"[\n  {entry},\n",  # cut off mid-file
+        f"<<<<<<< HEAD\n[\n  {entry}\n]\n=======\n[]\n>>>>>>> theirs\n",  # a merge conflict
+    ):
+        (project / "kernels.lock").write_text(damaged)
+        assert_clean_error(run_cli("lock", "--project", str(project), env=user_env), "kernlock import")
+        assert (project / "kernels.lock").read_text() == damaged
+        assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "restore it from version")
+        assert (project / "kernels.lock").read_text() == damaged and not (project / "kernels.lock.json").exists()
+
+
+def test_import_of_an_untrusted_publisher_names_import_trust(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    (project / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"{catalog.untrusted}" = 1\n')
+    assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "`kernlock import --trust`")
+    assert "[tool.kernels.dependencies]" in (project / "pyproject.toml").read_text()
+
+
+def test_import_resumes_after_an_interruption_left_the_moved_copy(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """An import stopped after copying the JSON lock to kernels.lock.json (and before anything else) runs again."""
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernels.dependencies]\n"{catalog.activation}" = 1\n\n[tool.kernlock]\nenvironments = ["{CPU_ENV}"]\n'
+    )
+    json_lock = kernels_lock(project, user_env)
+    (project / "kernels.lock.json").write_text(json_lock)  # what the interrupted run had written
+    result = run_cli("import", "--project", str(project), env=user_env)
+    assert result.returncode == 0, result.stderr
+    assert (project / "kernels.lock.json").read_text() == json_lock
+    commit = json.loads(json_lock)[0]["lock"]["commit"]
+    assert [k.commit for k in lockfile.read(project / "kernels.lock").kernels] == [commit]
+
+
 # -- export for the kernels loader ---------------------------------------------------------------------------
 
 PACKAGE = '''\
