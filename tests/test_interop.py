@@ -261,6 +261,15 @@ def test_export_refuses_kernlocks_own_lock_and_a_kernel_with_two_commits(
     assert json.loads((project / "k.json").read_text()) == [
         {"dependency": {"repo-id": catalog.activation, "version": 1}, "lock": {"commit": entry.commit}}
     ]
+    # Refreshing an earlier export overwrites it; any other file (pyproject.toml, code) is never overwritten.
+    again = run_cli(*args, "-o", str(project / "k.json"), "--environment", CPU_ENV, env=user_env)
+    assert again.returncode == 0, again.stderr
+    pyproject = (project / "pyproject.toml").read_text()
+    for victim, text in ((project / "pyproject.toml", pyproject), (project / "train.py", "import torch\n")):
+        victim.write_text(text)
+        result = run_cli(*args, "-o", str(victim), "--environment", CPU_ENV, env=user_env)
+        assert_clean_error(result, "not a kernels lock", "another path")
+        assert victim.read_text() == text
 
 
 # -- outdated, lock --upgrade / --dry-run --------------------------------------------------------------------
