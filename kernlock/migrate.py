@@ -10,6 +10,7 @@ kernlock's. Nothing is written unless the whole resolution succeeds.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,12 +18,14 @@ from kernlock import foreign, interrupt, lockfile
 from kernlock import project as projects
 from kernlock.atomic import write_bytes_atomic
 from kernlock.environment import Environment, detect
-from kernlock.errors import NotFoundError, ProjectError, ResolutionError
+from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.foreign import ForeignPin
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedKernel, LockedVariant
 from kernlock.project import Pin, Project, Requirement
 from kernlock.resolver import resolve
+
+_ADD_VERSION = re.compile(r"`kernlock add ([\w.-]+/[\w.-]+)@v(\d+)`")
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,13 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     environments = list(project.environments) if project.environments else [detect()]
     seeded, why_not = _seed(pins, set(wanted), environments, hub)
     previous = previous_own or Lock(candidate.requires_hash(), tuple(str(e) for e in environments), tuple(seeded))
-    new = resolve(candidate, environments, hub, previous)
+    try:
+        new = resolve(candidate, environments, hub, previous)
+    except KernlockError as err:  # `kernlock add` refuses to run before the import: name the table to fix instead
+        fixed = _ADD_VERSION.sub(r'`"\1" = \2` in [tool.kernels.dependencies], then `kernlock import`', str(err))
+        if fixed == str(err):
+            raise
+        raise type(err)(fixed) from None
     outcomes = [_outcome(pin, new, why_not.get(pin)) for pin in pins]
     # Each step is atomic and a rerun resumes after any of them: the JSON lock's copy (identical bytes are
     # accepted above), kernlock's lock over it (read back as the previous lock), then pyproject.toml.

@@ -169,6 +169,17 @@ def test_import_of_an_untrusted_publisher_names_import_trust(
     assert "[tool.kernels.dependencies]" in (project / "pyproject.toml").read_text()
 
 
+def test_import_of_a_missing_version_names_the_fix_in_the_kernels_table(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """`kernlock add` cannot run before the import, so the fix is named where it can be made."""
+    (project / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"{catalog.activation}" = 99\n')
+    result = run_cli("import", "--project", str(project), env=user_env)
+    assert_clean_error(result, "v99", f'"{catalog.activation}" = 2` in [tool.kernels.dependencies]', "kernlock import")
+    assert "kernlock add" not in result.stderr
+    assert not (project / "kernels.lock").exists()
+
+
 def test_import_resumes_after_an_interruption_left_the_moved_copy(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):
