@@ -68,7 +68,11 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
             f"{moved_to} already exists; move it away (kernlock import moves the JSON kernels.lock there), then run "
             "`kernlock import` again."
         )
-    wanted = declared or {pin.repo: pin.rev for pin in pins}  # an old lock without the table: its entries
+    wanted = dict(declared)
+    if not wanted:  # an old lock without the table: its entries (the first of a repo locked twice, as _seed keeps)
+        for pin in pins:
+            if all(repo.casefold() != pin.repo.casefold() for repo in wanted):
+                wanted[pin.repo] = pin.rev
     requirements = dict(project.requirements)
     recorded = {}
     for repo, rev in wanted.items():

@@ -180,6 +180,20 @@ def test_import_of_a_missing_version_names_the_fix_in_the_kernels_table(
     assert not (project / "kernels.lock").exists()
 
 
+def test_import_of_a_json_lock_naming_a_kernel_twice_keeps_the_first(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, "", [CPU_ENV])
+    v1 = catalog.repo(catalog.activation).head("v1")
+    entries = [{"dependency": {"repo-id": catalog.activation, "version": v}, "lock": {"commit": v1}} for v in (1, 2)]
+    (project / "kernels.lock").write_text(json.dumps(entries))  # e.g. a merge that kept both sides
+    result = run_cli("import", "--project", str(project), env=user_env)
+    assert result.returncode == 0, result.stderr
+    assert f"kept {catalog.activation} v1 {v1[:12]}" in result.stdout
+    assert f'"{catalog.activation}" = "v1"' in (project / "pyproject.toml").read_text()
+    assert [k.commit for k in lockfile.read(project / "kernels.lock").kernels] == [v1]
+
+
 def test_import_resumes_after_an_interruption_left_the_moved_copy(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):
