@@ -295,6 +295,12 @@ def test_export_refuses_kernlocks_own_lock_and_a_kernel_with_two_commits(
         result = run_cli(*args, "-o", str(victim), "--environment", CPU_ENV, env=user_env)
         assert_clean_error(result, "not a kernels lock", "another path")
         assert victim.read_text() == text
+    # A stale lock is not exported: the package would ship a lock without the kernel pyproject.toml asks for.
+    exported = (project / "k.json").read_text()
+    (project / "pyproject.toml").write_text(pyproject + f'"{catalog.universal}" = "v1"\n')
+    result = run_cli(*args, "-o", str(project / "k.json"), "--environment", CPU_ENV, env=user_env)
+    assert_clean_error(result, "kernels.lock is stale", "`kernlock lock`")
+    assert (project / "k.json").read_text() == exported
 
 
 # -- outdated, lock --upgrade / --dry-run --------------------------------------------------------------------
