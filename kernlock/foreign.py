@@ -142,6 +142,12 @@ def kernels_dependencies(pyproject: Path) -> dict[str, str]:
             names.check_repo(repo)
         except ValueError as err:
             raise ProjectError(f"{pyproject}: [tool.kernels.dependencies] {repo!r}: {err}.") from None
+        twin = next((other for other in found if other.casefold() == repo.casefold()), None)
+        if twin is not None:
+            raise ProjectError(
+                f"{pyproject}: [tool.kernels.dependencies] names {twin} twice (as {repo!r} too; repo ids ignore "
+                "letter case); keep one, then run `kernlock import`."
+            )
         found[repo] = f"v{version}"
     return found
 

@@ -194,6 +194,16 @@ def test_import_of_a_json_lock_naming_a_kernel_twice_keeps_the_first(
     assert [k.commit for k in lockfile.read(project / "kernels.lock").kernels] == [v1]
 
 
+def test_import_refuses_a_kernels_table_naming_a_repo_twice(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    upper = catalog.activation.upper()
+    text = f'[tool.kernels.dependencies]\n"{catalog.activation}" = 1\n"{upper}" = 2\n'
+    (project / "pyproject.toml").write_text(text)
+    assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "twice", "keep one")
+    assert (project / "pyproject.toml").read_text() == text and not (project / "kernels.lock").exists()
+
+
 def test_import_resumes_after_an_interruption_left_the_moved_copy(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):
