@@ -428,7 +428,11 @@ def export(root: Path | None, fmt: str, output: Path, environment: str | None = 
     """`kernlock export`: the locked commits in another tool's lock format, written to ``output``."""
     from kernlock import export as exporting
 
-    lock = read_lock(projects.load(projects.locate(root)))
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    reason = stale_reason(project, lock, target_environments(project))
+    if reason is not None:  # the export would lack (or misstate) what pyproject.toml asks for
+        raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock`, then export again.")
     return exporting.export(lock, fmt, output, environment)
 
 

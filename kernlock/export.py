@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernlock.atomic import write_text_atomic
 from kernlock.errors import KernlockError, ProjectError
-from kernlock.foreign import ForeignPin, render_json_lock
+from kernlock.foreign import ForeignPin, looks_like_json_lock, render_json_lock
 from kernlock.lockfile import Lock
 
 FORMATS = ("kernels",)
@@ -42,15 +42,22 @@ def export(lock: Lock, fmt: str, output: Path, environment: str | None = None) -
     """Write ``lock`` in format ``fmt`` to ``output`` (atomically); returns what was written."""
     if fmt not in FORMATS:
         raise ProjectError(f"unknown export format {fmt!r}; supported: {', '.join(FORMATS)}.")
-    if _is_kernlock(output):
+    text = _existing(output)
+    if 'created-by = "kernlock"' in text:
         raise ProjectError(f"{output} is kernlock's own lock; export to another file, e.g. `-o kernels.lock.json`.")
+    if text.strip() and not looks_like_json_lock(text):
+        raise ProjectError(
+            f"{output} exists and is not a kernels lock; kernlock does not overwrite it: export to another path, "
+            "e.g. `-o kernels.lock.json`."
+        )
     pins = kernels_pins(lock, environment)
     write_text_atomic(output, render_json_lock(pins))
     return pins
 
 
-def _is_kernlock(path: Path) -> bool:
+def _existing(path: Path) -> str:
+    """The text of what ``output`` would replace ("" when there is nothing to read)."""
     try:
-        return 'created-by = "kernlock"' in path.read_text(encoding="utf-8", errors="replace")
+        return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
+        return ""

@@ -29,6 +29,7 @@ from kernlock.errors import ForeignLockError, ProjectError
 #: Where `kernlock import` moves the kernels library's JSON lock (byte for byte).
 MOVED_NAME = "kernels.lock.json"
 _VERSION = re.compile(r"^v(\d{1,4})$")
+_CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,12 @@ class ForeignPin:
 
 
 def looks_like_json_lock(text: str) -> bool:
-    """Whether lock text is JSON (the kernels library's lock) rather than TOML (kernlock's)."""
+    """Whether lock text is JSON (the kernels library's lock) rather than TOML (kernlock's), also when it is cut
+    off or holds git merge-conflict markers (``[{`` or ``[]`` never starts a TOML document)."""
+    if "<<<<<<< " in text:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(_CONFLICT_MARKERS))
     start = text.lstrip()[:1]
-    if start == "{":
+    if start == "{" or (start == "[" and text.lstrip()[1:].lstrip()[:1] in ("{", "]")):
         return True
     if start != "[":
         return False
@@ -138,6 +142,12 @@ def kernels_dependencies(pyproject: Path) -> dict[str, str]:
             names.check_repo(repo)
         except ValueError as err:
             raise ProjectError(f"{pyproject}: [tool.kernels.dependencies] {repo!r}: {err}.") from None
+        twin = next((other for other in found if other.casefold() == repo.casefold()), None)
+        if twin is not None:
+            raise ProjectError(
+                f"{pyproject}: [tool.kernels.dependencies] names {twin} twice (as {repo!r} too; repo ids ignore "
+                "letter case); keep one, then run `kernlock import`."
+            )
         found[repo] = f"v{version}"
     return found
 

@@ -10,19 +10,22 @@ kernlock's. Nothing is written unless the whole resolution succeeds.
 
 from __future__ import annotations
 
-import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernlock import foreign, interrupt, lockfile
 from kernlock import project as projects
+from kernlock.atomic import write_bytes_atomic
 from kernlock.environment import Environment, detect
-from kernlock.errors import NotFoundError, ProjectError
+from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.foreign import ForeignPin
 from kernlock.hub import Hub
 from kernlock.lockfile import Lock, LockedKernel, LockedVariant
 from kernlock.project import Pin, Project, Requirement
 from kernlock.resolver import resolve
+
+_ADD_VERSION = re.compile(r"`kernlock add ([\w.-]+/[\w.-]+)@v(\d+)`")
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,16 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
             f"nothing to import in {project.root}: no [tool.kernels.dependencies] in pyproject.toml and no JSON "
             "kernels.lock of the kernels library; `kernlock add org/name` starts a kernlock project."
         )
-    if moved_to is not None and moved_to.exists():
+    if moved_to is not None and moved_to.exists() and moved_to.read_bytes() != project.lockfile.read_bytes():
         raise ProjectError(
             f"{moved_to} already exists; move it away (kernlock import moves the JSON kernels.lock there), then run "
             "`kernlock import` again."
         )
-    wanted = declared or {pin.repo: pin.rev for pin in pins}  # an old lock without the table: its entries
+    wanted = dict(declared)
+    if not wanted:  # an old lock without the table: its entries (the first of a repo locked twice, as _seed keeps)
+        for pin in pins:
+            if all(repo.casefold() != pin.repo.casefold() for repo in wanted):
+                wanted[pin.repo] = pin.rev
     requirements = dict(project.requirements)
     recorded = {}
     for repo, rev in wanted.items():
@@ -74,16 +81,30 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
             recorded[repo] = rev
     candidate = replace(project, requirements=requirements)
     hub = hub or Hub()
+    for repo in recorded:
+        if not trust and not hub.is_trusted(repo.split("/")[0]):
+            raise ResolutionError(
+                f"{repo} is published by '{repo.split('/')[0]}', which the Hub does not mark as a trusted kernel "
+                "publisher; review its code, then run `kernlock import --trust`."
+            )
     environments = list(project.environments) if project.environments else [detect()]
     seeded, why_not = _seed(pins, set(wanted), environments, hub)
     previous = previous_own or Lock(candidate.requires_hash(), tuple(str(e) for e in environments), tuple(seeded))
-    new = resolve(candidate, environments, hub, previous)
+    try:
+        new = resolve(candidate, environments, hub, previous)
+    except KernlockError as err:  # `kernlock add` refuses to run before the import: name the table to fix instead
+        fixed = _ADD_VERSION.sub(r'`"\1" = \2` in [tool.kernels.dependencies], then `kernlock import`', str(err))
+        if fixed == str(err):
+            raise
+        raise type(err)(fixed) from None
     outcomes = [_outcome(pin, new, why_not.get(pin)) for pin in pins]
+    # Each step is atomic and a rerun resumes after any of them: the JSON lock's copy (identical bytes are
+    # accepted above), kernlock's lock over it (read back as the previous lock), then pyproject.toml.
+    if moved_to is not None:
+        write_bytes_atomic(moved_to, project.lockfile.read_bytes())
+    lockfile.write(project.lockfile, new)
     projects.set_requirements(project, {repo: (rev, trust) for repo, rev in recorded.items()})
     projects.remove_kernels_dependencies(project)
-    if moved_to is not None:
-        os.replace(project.lockfile, moved_to)
-    lockfile.write(project.lockfile, new)
     return ImportResult({repo: requirements[repo].pins[0].rev for repo in wanted}, outcomes, new, moved_to)
 
 

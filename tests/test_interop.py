@@ -144,6 +144,82 @@ def test_import_refuses_to_overwrite_a_moved_lock_and_needs_something_to_import(
     assert (project / "kernels.lock").read_text() == "[]" and (project / "kernels.lock.json").read_text() == "mine\n"
 
 
+def test_a_damaged_json_lock_is_never_clobbered(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """A truncated or merge-mangled JSON lock is still the kernels library's: `lock` leaves it, `import` names it."""
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', [CPU_ENV])
+    entry = f'{{"dependency": {{"repo-id": "{catalog.activation}", "version": 1}}, "lock": {{"commit": "{"a" * 40}"}}}}'
+    for damaged in (
+        f"[\n  {entry},\n",  # cut off mid-file
+        f"<<<<<<< HEAD\n[\n  {entry}\n]\n=======\n[]\n>>>>>>> theirs\n",  # a merge conflict
+    ):
+        (project / "kernels.lock").write_text(damaged)
+        assert_clean_error(run_cli("lock", "--project", str(project), env=user_env), "kernlock import")
+        assert (project / "kernels.lock").read_text() == damaged
+        assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "restore it from version")
+        assert (project / "kernels.lock").read_text() == damaged and not (project / "kernels.lock.json").exists()
+
+
+def test_import_of_an_untrusted_publisher_names_import_trust(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    (project / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"{catalog.untrusted}" = 1\n')
+    assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "`kernlock import --trust`")
+    assert "[tool.kernels.dependencies]" in (project / "pyproject.toml").read_text()
+
+
+def test_import_of_a_missing_version_names_the_fix_in_the_kernels_table(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """`kernlock add` cannot run before the import, so the fix is named where it can be made."""
+    (project / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"{catalog.activation}" = 99\n')
+    result = run_cli("import", "--project", str(project), env=user_env)
+    assert_clean_error(result, "v99", f'"{catalog.activation}" = 2` in [tool.kernels.dependencies]', "kernlock import")
+    assert "kernlock add" not in result.stderr
+    assert not (project / "kernels.lock").exists()
+
+
+def test_import_of_a_json_lock_naming_a_kernel_twice_keeps_the_first(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, "", [CPU_ENV])
+    v1 = catalog.repo(catalog.activation).head("v1")
+    entries = [{"dependency": {"repo-id": catalog.activation, "version": v}, "lock": {"commit": v1}} for v in (1, 2)]
+    (project / "kernels.lock").write_text(json.dumps(entries))  # e.g. a merge that kept both sides
+    result = run_cli("import", "--project", str(project), env=user_env)
+    assert result.returncode == 0, result.stderr
+    assert f"kept {catalog.activation} v1 {v1[:12]}" in result.stdout
+    assert f'"{catalog.activation}" = "v1"' in (project / "pyproject.toml").read_text()
+    assert [k.commit for k in lockfile.read(project / "kernels.lock").kernels] == [v1]
+
+
+def test_import_refuses_a_kernels_table_naming_a_repo_twice(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    upper = catalog.activation.upper()
+    text = f'[tool.kernels.dependencies]\n"{catalog.activation}" = 1\n"{upper}" = 2\n'
+    (project / "pyproject.toml").write_text(text)
+    assert_clean_error(run_cli("import", "--project", str(project), env=user_env), "twice", "keep one")
+    assert (project / "pyproject.toml").read_text() == text and not (project / "kernels.lock").exists()
+
+
+def test_import_resumes_after_an_interruption_left_the_moved_copy(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """An import stopped after copying the JSON lock to kernels.lock.json (and before anything else) runs again."""
+    (project / "pyproject.toml").write_text(
+        f'[tool.kernels.dependencies]\n"{catalog.activation}" = 1\n\n[tool.kernlock]\nenvironments = ["{CPU_ENV}"]\n'
+    )
+    json_lock = kernels_lock(project, user_env)
+    (project / "kernels.lock.json").write_text(json_lock)  # what the interrupted run had written
+    result = run_cli("import", "--project", str(project), env=user_env)
+    assert result.returncode == 0, result.stderr
+    assert (project / "kernels.lock.json").read_text() == json_lock
+    commit = json.loads(json_lock)[0]["lock"]["commit"]
+    assert [k.commit for k in lockfile.read(project / "kernels.lock").kernels] == [commit]
+
+
 # -- export for the kernels loader ---------------------------------------------------------------------------
 
 PACKAGE = '''\
@@ -220,6 +296,21 @@ def test_export_refuses_kernlocks_own_lock_and_a_kernel_with_two_commits(
     assert json.loads((project / "k.json").read_text()) == [
         {"dependency": {"repo-id": catalog.activation, "version": 1}, "lock": {"commit": entry.commit}}
     ]
+    # Refreshing an earlier export overwrites it; any other file (pyproject.toml, code) is never overwritten.
+    again = run_cli(*args, "-o", str(project / "k.json"), "--environment", CPU_ENV, env=user_env)
+    assert again.returncode == 0, again.stderr
+    pyproject = (project / "pyproject.toml").read_text()
+    for victim, text in ((project / "pyproject.toml", pyproject), (project / "train.py", "import torch\n")):
+        victim.write_text(text)
+        result = run_cli(*args, "-o", str(victim), "--environment", CPU_ENV, env=user_env)
+        assert_clean_error(result, "not a kernels lock", "another path")
+        assert victim.read_text() == text
+    # A stale lock is not exported: the package would ship a lock without the kernel pyproject.toml asks for.
+    exported = (project / "k.json").read_text()
+    (project / "pyproject.toml").write_text(pyproject + f'"{catalog.universal}" = "v1"\n')
+    result = run_cli(*args, "-o", str(project / "k.json"), "--environment", CPU_ENV, env=user_env)
+    assert_clean_error(result, "kernels.lock is stale", "`kernlock lock`")
+    assert (project / "k.json").read_text() == exported
 
 
 # -- outdated, lock --upgrade / --dry-run --------------------------------------------------------------------
