@@ -150,7 +150,8 @@ def json_response(data: Any, status: int = 200, headers: Iterable[tuple[str, str
 
 def error(status: int, message: str, code: str | None = None, headers: Iterable[tuple[str, str]] = ()) -> Response:
     """An error as the Hub sends it: JSON ``{"error"}``, ``X-Error-Message`` and ``X-Error-Code`` when given."""
-    header = " ".join(message.split()).encode("ascii", "backslashreplace").decode()
+    text = " ".join(message.split())
+    header = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode() for c in text)  # no NUL/CR
     extra = [("X-Error-Message", header)]
     if code:
         extra.append(("X-Error-Code", code))
@@ -265,10 +266,13 @@ class Call:
     def form(self) -> dict[str, list[str]]:
         """Form (or JSON object) fields of the body, each as a list of strings."""
         raw = self.body()
-        if "json" in self.environ.get("CONTENT_TYPE", ""):
+        try:
+            if "json" not in self.environ.get("CONTENT_TYPE", ""):
+                return parse_qs(raw.decode("utf-8"), keep_blank_values=True)
             data = json.loads(raw or b"{}")
             return {k: [str(x) for x in v] if isinstance(v, list) else [str(v)] for k, v in data.items()}
-        return parse_qs(raw.decode("utf-8"), keep_blank_values=True)
+        except (ValueError, AttributeError, RecursionError) as err:  # bad UTF-8 or JSON, or not a JSON object
+            raise Abort(error(400, f"Invalid request body: {err}")) from err
 
     def require(self, *methods: str) -> None:
         """405 unless the method is one of ``methods`` (HEAD goes with GET)."""

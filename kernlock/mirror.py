@@ -167,8 +167,10 @@ class MirrorApp:
             repos = {r.repo_id: sorted(r.snapshots) for r in self.catalog.repos.values()}
             return json_response({"status": "ok", "kernels": repos, "files": self.catalog.file_count})
         if segs == ["api", "agent-harnesses"]:
+            call.require("GET")
             return json_response({"standardEnvVars": [], "harnesses": {}})
         if len(segs) == 4 and segs[:2] == ["api", "organizations"] and segs[3] == "overview":
+            call.require("GET")
             return self._overview(unquote(segs[2]))
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in _REPO_TYPES:
             return self._repo_api(call, self._repo(segs[1], segs[2], segs[3]), segs[4:])

@@ -8,6 +8,7 @@ kernlock cannot be imported.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -425,3 +426,77 @@ def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(si
     assert bad[0] == 404 and bad[1]["x-error-code"] == "EntryNotFound"
     assert sorted(e["path"] for e in tree) == [f"build/{CPU_VARIANT}"]
     assert f"not served: {FA2} {variant.name}" in output
+
+
+def _with_manifest(path: Path, site: Site, manifest: bytes) -> Path:
+    """The real bundle with its manifest replaced by ``manifest`` (and a matching manifest.json.sha256)."""
+    digest = hashlib.sha256(manifest).hexdigest()
+    with tarfile.open(site.bundle) as src, tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as out:
+        for info in src:
+            data = src.extractfile(info).read()  # type: ignore[union-attr]
+            if info.name == bundles.MANIFEST:
+                data = manifest
+            elif info.name == bundles.MANIFEST_HASH:
+                data = f"{digest}  manifest.json\n".encode()
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _edited_manifest(site: Site, edit: str) -> bytes:
+    with tarfile.open(site.bundle) as tar:
+        data = json.loads(tar.extractfile(bundles.MANIFEST).read())  # type: ignore[union-attr]
+    if edit == "nested":
+        return b"[" * 100_000 + b"]" * 100_000
+    if edit == "no-lock-sha256":
+        del data["lock-sha256"]
+    elif edit == "environments-int":
+        data["environments"] = 5
+    elif edit == "repo-int":
+        data["files"][0]["repo"] = 5
+    elif edit == "size-differs":
+        data["files"][0]["size"] += 1
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize("edit", ["nested", "no-lock-sha256", "environments-int", "repo-int", "size-differs"])
+def test_a_hostile_manifest_is_refused_in_one_message(edit: str, site: Site, tmp_path: Path):
+    hostile = _with_manifest(tmp_path / "hostile.tar", site, _edited_manifest(site, edit))
+    for args in (["sync", "--from", str(hostile), "--project", str(site.project)], ["serve", "--from", str(hostile)]):
+        result = run_cli(*args, env=site.fresh_env(tmp_path))
+        assert result.returncode == 1, result.stdout
+        assert "Traceback" not in result.stderr
+        assert "is not a usable kernlock bundle" in result.stderr
+    assert _installed(tmp_path / "cache") == []
+
+
+def test_the_mirror_answers_hostile_requests_with_4xx_and_no_file(site: Site, mirror: MirrorProcess):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    base = f"{mirror.url}/kernels/{FA2}/resolve/{entry.commit}"
+    for path in (
+        "../../../../etc/passwd",
+        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "..%2f..%2f..%2fetc%2fpasswd",
+        "build//x",
+        "..\\..\\etc\\passwd",
+        "build/%00",
+        "x?" + "a" * 3000,
+    ):
+        status, headers, body = _get(f"{base}/{path}")
+        assert status == 404 and b"root:" not in body, (path, status)
+    assert _get(f"{mirror.url}/kernels/{FA2}/resolve/not-a-locked-branch/build/x")[0] == 404
+    assert _get(f"{mirror.url}/api/organizations/kernels-community/overview", "DELETE")[0] == 405
+    paths_info = f"{mirror.url}/api/kernels/{FA2}/paths-info/{entry.commit}"
+    for content_type, body in (
+        ("application/json", b"{not json"),
+        ("application/json", b"[1]"),
+        ("application/x-www-form-urlencoded", b"\xff\xfe"),
+    ):
+        request = urllib.request.Request(paths_info, body, {"Content-Type": content_type}, method="POST")
+        try:
+            urllib.request.urlopen(request)
+            status = 200
+        except urllib.error.HTTPError as err:
+            status = err.code
+        assert status == 400, (body, status)
