@@ -483,7 +483,7 @@ def test_the_mirror_answers_hostile_requests_with_4xx_and_no_file(site: Site, mi
         "build/%00",
         "x?" + "a" * 3000,
     ):
-        status, headers, body = _get(f"{base}/{path}")
+        status, _, body = _get(f"{base}/{path}")
         assert status == 404 and b"root:" not in body, (path, status)
     assert _get(f"{mirror.url}/kernels/{FA2}/resolve/not-a-locked-branch/build/x")[0] == 404
     assert _get(f"{mirror.url}/api/organizations/kernels-community/overview", "DELETE")[0] == 405
