@@ -500,3 +500,17 @@ def test_the_mirror_answers_hostile_requests_with_4xx_and_no_file(site: Site, mi
         except urllib.error.HTTPError as err:
             status = err.code
         assert status == 400, (body, status)
+
+
+def test_bundle_onto_the_lock_or_a_folder_is_refused_and_writes_nothing(site: Site, tmp_path: Path):
+    lock_bytes = (site.project / "kernels.lock").read_bytes()
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for target in (site.project / "kernels.lock", folder, site.project / "pyproject.toml"):
+        before = sorted(p.name for p in target.parent.iterdir())
+        result = run_cli("bundle", "-o", str(target), "--project", str(site.project), env=site.env)
+        assert result.returncode == (2 if target == folder else 1), (target, result.stdout)  # a folder: usage
+        assert "Traceback" not in result.stderr and "-o" in result.stderr
+        assert sorted(p.name for p in target.parent.iterdir()) == before  # no temporary file left
+    assert (site.project / "kernels.lock").read_bytes() == lock_bytes
+    assert list(folder.iterdir()) == []
