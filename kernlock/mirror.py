@@ -14,6 +14,7 @@ the test Hub. :func:`run` serves the app with gunicorn (see docs/airgap.md for w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +32,13 @@ _REPO_TYPES = ("kernels", "models", "datasets", "spaces")
 
 @dataclass(frozen=True)
 class ServedFile:
-    """A locked file as the mirror answers it: its tree entry and where its bytes are."""
+    """A locked file as the mirror answers it: its tree entry, where its bytes are, and the ``stamp`` of that
+    file when it was verified (a file changed since is never served)."""
 
     entry: Entry
     file: Path
     offset: int = 0
+    stamp: tuple[int, ...] = ()
 
 
 @dataclass
@@ -53,7 +56,7 @@ class Snapshot:
             entry = Entry(path, "file", hubwire.git_blob_id(pointer), locked.size, lfs)
         else:
             entry = Entry(path, "file", locked.digest, locked.size)
-        self.files[path] = ServedFile(entry, file, offset)
+        self.files[path] = ServedFile(entry, file, offset, stamp(file))
 
     def entries(self) -> list[Entry]:
         """Every file and folder, sorted by path."""
@@ -101,6 +104,7 @@ def from_bundle(path: Path) -> Catalog:
     from kernlock import bundle as bundles
     from kernlock.sync import targets
 
+    before = stamp(Path(path)) if Path(path).is_file() else ()
     opened = bundles.load(path)
     pairs = targets(opened.lock, opened.environments)
     opened.check(pairs)
@@ -111,7 +115,15 @@ def from_bundle(path: Path) -> Catalog:
 
     catalog = Catalog()
     catalog.add(opened.lock, source, pairs)
+    if stamp(opened.path) != before:
+        raise IntegrityError(f"{path} changed while it was checked; copy it whole, then start `kernlock serve` again.")
     return catalog
+
+
+def stamp(file: Path) -> tuple[int, ...]:
+    """What changes when a file is written or replaced: device, inode, size, mtime and ctime."""
+    st = os.stat(file)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def from_cache(lock: Lock, cache: Path) -> Catalog:
@@ -251,6 +263,13 @@ class MirrorApp:
         if served is None:
             message = f"Entry not found: {path} (not a file of a locked variant)"
             raise Abort(error(404, message, "EntryNotFound", [("X-Repo-Commit", commit)]))
+        try:
+            changed = stamp(served.file) != served.stamp
+        except OSError:
+            changed = True
+        if changed:
+            message = f"{served.file} changed since the mirror verified it; check it and restart `kernlock serve`"
+            raise Abort(error(503, message))
         headers = hubwire.file_headers(commit, served.entry)
         return hubwire.ranged(call, None, served.file, served.entry.size, headers, served.offset)
 

@@ -514,3 +514,21 @@ def test_bundle_onto_the_lock_or_a_folder_is_refused_and_writes_nothing(site: Si
         assert sorted(p.name for p in target.parent.iterdir()) == before  # no temporary file left
     assert (site.project / "kernels.lock").read_bytes() == lock_bytes
     assert list(folder.iterdir()) == []
+
+
+def test_the_mirror_never_serves_a_bundle_altered_after_it_started(site: Site, tmp_path: Path):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")
+    copy = tmp_path / "site.tar"
+    shutil.copyfile(site.bundle, copy)
+    with MirrorProcess(["--from", str(copy)], site.env, tmp_path / "access.log") as server:
+        url = f"{server.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
+        assert _get(url)[0] == 200
+        _flip(copy, bundles.member_name(entry, variant, so), tmp_path)  # a copy of the copy, flipped...
+        os.replace(tmp_path / "flipped.tar", copy)  # ...put in its place, as an editor or `cp` would
+        status, headers, _ = _get(url)
+        assert status == 503 and "restart" in headers["x-error-message"]
+        assert _get(url, "HEAD")[0] == 503
