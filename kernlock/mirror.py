@@ -274,6 +274,23 @@ class MirrorApp:
         return hubwire.ranged(call, None, served.file, served.entry.size, headers, served.offset)
 
 
+def _check_free(host: str, port: int) -> None:
+    """A KernlockError naming ``--port``/``--host`` when the address cannot be listened on (gunicorn would retry
+    for seconds, then log a bare error)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            probe.bind((host, port))
+    except OSError as err:
+        raise KernlockError(
+            f"cannot listen on {host} port {port}: port {port} is in use or {host} is not an address of this "
+            f"machine ({err.strerror}); pick another with `--port` (or `--host`)."
+        ) from err
+
+
 _TRUSTED = {"avatarUrl": "", "isVerified": False, "trustedKernelPublisher": True}
 
 
@@ -290,6 +307,7 @@ def run(app: MirrorApp, host: str, port: int, workers: int, threads: int, access
             "`kernlock serve` runs on gunicorn, which is not installed; install it with "
             "`pip install 'kernlock[serve]'` (or `pip install gunicorn`)."
         ) from err
+    _check_free(host, port)
     options = {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,

@@ -532,3 +532,16 @@ def test_the_mirror_never_serves_a_bundle_altered_after_it_started(site: Site, t
         status, headers, _ = _get(url)
         assert status == 503 and "restart" in headers["x-error-message"]
         assert _get(url, "HEAD")[0] == 503
+
+
+def test_serve_on_a_port_in_use_says_so_and_exits_1(site: Site):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = run_cli("serve", "--from", str(site.bundle), "--port", port, env=site.env)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"port {port} is in use" in result.stderr and "--port" in result.stderr
