@@ -26,6 +26,7 @@ _T = TypeVar("_T")
 LFS_HEADER = b"version https://git-lfs.github.com/spec/v1\n"
 REF_KINDS = ("heads", "tags", "pr", "convert")
 CHUNK = 1024 * 1024
+MAX_BODY = 16 * 1024 * 1024  # a paths-info request; far above what clients send
 Headers = list[tuple[str, str]]
 
 
@@ -261,6 +262,8 @@ class Call:
 
     def body(self) -> bytes:
         length = int(self.environ.get("CONTENT_LENGTH") or 0)
+        if length > MAX_BODY:  # refused before reading: a client cannot make the server hold gigabytes
+            raise Abort(error(413, f"Request body of {length} bytes is larger than {MAX_BODY}"))
         return self.environ["wsgi.input"].read(length) if length > 0 else b""
 
     def form(self) -> dict[str, list[str]]:

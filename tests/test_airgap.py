@@ -545,3 +545,17 @@ def test_serve_on_a_port_in_use_says_so_and_exits_1(site: Site):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert f"port {port} is in use" in result.stderr and "--port" in result.stderr
+
+
+def test_the_mirror_refuses_a_huge_request_body_without_reading_it(site: Site, mirror: MirrorProcess):
+    import http.client
+
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    connection = http.client.HTTPConnection("127.0.0.1", mirror.port, timeout=30)
+    connection.putrequest("POST", f"/api/kernels/{FA2}/paths-info/{entry.commit}")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", str(50 * 1024**3))  # 50 GiB announced, a few bytes sent
+    connection.endheaders(b'{"paths": []}')
+    assert connection.getresponse().status == 413
+    connection.close()
