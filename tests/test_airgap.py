@@ -559,3 +559,41 @@ def test_the_mirror_refuses_a_huge_request_body_without_reading_it(site: Site, m
     connection.endheaders(b'{"paths": []}')
     assert connection.getresponse().status == 413
     connection.close()
+
+
+def _damaged(kind: str, site: Site, tmp: Path) -> Path:
+    path = tmp / "damaged.tar"
+    if kind == "gzip":
+        import gzip
+
+        path.write_bytes(gzip.compress(site.bundle.read_bytes()))
+    elif kind == "not-a-tar":
+        path.write_text("hello\n" * 1000)
+    elif kind == "truncated":
+        data = site.bundle.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        info = tarfile.TarInfo(
+            {
+                "duplicate": bundles.LOCK,
+                "backslash": "kernlock-bundle\\..\\..\\escaped",
+                "long": "kernlock-bundle/files/" + "a" * 5000,
+                "fifo": "kernlock-bundle/files/fifo",
+            }[kind]
+        )
+        data = b"x"
+        if kind == "fifo":
+            info.type, data = tarfile.FIFOTYPE, b""
+        info.size = len(data)
+        _tar(path, site, info, data)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["gzip", "not-a-tar", "truncated", "duplicate", "backslash", "long", "fifo"])
+def test_a_damaged_or_odd_tar_is_refused_in_one_message(kind: str, site: Site, tmp_path: Path):
+    damaged = _damaged(kind, site, tmp_path)
+    result = run_cli("sync", "--from", str(damaged), "--project", str(site.project), env=site.fresh_env(tmp_path))
+    assert result.returncode == 1, result.stdout
+    assert "Traceback" not in result.stderr
+    assert "bundle" in result.stderr and "nothing was installed" in result.stderr
+    assert _installed(tmp_path / "cache") == []
