@@ -597,3 +597,24 @@ def test_a_damaged_or_odd_tar_is_refused_in_one_message(kind: str, site: Site, t
     assert "Traceback" not in result.stderr
     assert "bundle" in result.stderr and "nothing was installed" in result.stderr
     assert _installed(tmp_path / "cache") == []
+
+
+def test_the_mirror_answers_odd_ranges_as_http_says(site: Site, mirror: MirrorProcess):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")
+    url = f"{mirror.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
+    full = _get(url)[2]
+    assert len(full) == so.size
+    for header in ("bytes=abc", "bytes=0-1,5-9", "items=0-5", "bytes=9-3"):  # ignored: the whole file
+        status, _, body = _get(url, headers={"Range": header})
+        assert (status, body) == (200, full), header
+    assert _get(url, headers={"Range": "bytes=-10"})[2] == full[-10:]
+    assert _get(url, headers={"Range": f"bytes=-{so.size * 2}"})[2] == full
+    assert _get(url, headers={"Range": f"bytes=0-{so.size * 2}"})[2] == full
+    status, headers, _ = _get(url, headers={"Range": f"bytes={so.size + 5}-{so.size + 9}"})
+    assert status == 416 and headers["content-range"] == f"bytes */{so.size}"
+    status, headers, body = _get(url, "HEAD", {"Range": "bytes=0-9"})
+    assert status == 206 and body == b"" and headers["content-length"] == "10"
