@@ -618,3 +618,35 @@ def test_the_mirror_answers_odd_ranges_as_http_says(site: Site, mirror: MirrorPr
     assert status == 416 and headers["content-range"] == f"bytes */{so.size}"
     status, headers, body = _get(url, "HEAD", {"Range": "bytes=0-9"})
     assert status == 206 and body == b"" and headers["content-length"] == "10"
+
+
+def test_serve_from_a_cache_never_serves_a_blob_altered_after_it_started(site: Site, tmp_path: Path):
+    cache = tmp_path / "cache"
+    shutil.copytree(site.synced_cache, cache, symlinks=True)
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")
+    blob = cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+    with MirrorProcess(["--cache", str(cache), "--project", str(site.project)], site.env, tmp_path / "log") as server:
+        url = f"{server.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
+        assert _get(url)[0] == 200
+        data = bytearray(blob.read_bytes())
+        data[0] ^= 1
+        with open(blob, "r+b") as handle:  # in place, same size
+            handle.write(bytes(data[:1]))
+        assert _get(url)[0] == 503
+
+
+def test_bundle_and_sync_from_a_sub_folder_of_the_project(site: Site, tmp_path: Path):
+    sub = site.project / "src" / "deep"
+    sub.mkdir(parents=True, exist_ok=True)
+    try:
+        assert run_cli("bundle", "-o", "here.tar", env=site.env, cwd=sub).returncode == 0
+        assert (sub / "here.tar").is_file()  # -o is relative to where the user is
+        result = run_cli("sync", "--from", "here.tar", env=site.fresh_env(tmp_path), cwd=sub)
+    finally:
+        shutil.rmtree(site.project / "src")
+    assert result.returncode == 0, result.stderr
+    assert "synced 2 variants" in result.stdout and _installed(tmp_path / "cache")
