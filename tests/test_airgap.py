@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, run_cli, write_pyproject
@@ -407,15 +408,20 @@ def test_serve_names_the_missing_server_and_imports_no_test_code(site: Site):
     assert "pip install 'kernlock[serve]'" in result.stderr
 
 
-def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(site: Site, tmp_path: Path):
-    cache = tmp_path / "cache"
+def _cache_copy(site: Site, tmp: Path, env: str) -> tuple[Path, Any, Any, Any, Path]:
+    """A copy of the connected machine's cache, and FA2's locked variant for ``env``, its LFS .so and its blob."""
+    cache = tmp / "cache"
     shutil.copytree(site.synced_cache, cache, symlinks=True)
-    entry = site.lock.entry_for(FA2, CUDA_ENV)
+    entry = site.lock.entry_for(FA2, env)
     assert entry is not None
-    variant = entry.variant_for(CUDA_ENV)
+    variant = entry.variant_for(env)
     assert variant is not None
     so = next(f for f in variant.files if f.algorithm == "sha256")
-    blob = cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+    return cache, entry, variant, so, cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+
+
+def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(site: Site, tmp_path: Path):
+    cache, entry, variant, so, blob = _cache_copy(site, tmp_path, CUDA_ENV)
     data = bytearray(blob.read_bytes())
     data[0] ^= 1
     blob.write_bytes(bytes(data))
@@ -621,14 +627,7 @@ def test_the_mirror_answers_odd_ranges_as_http_says(site: Site, mirror: MirrorPr
 
 
 def test_serve_from_a_cache_never_serves_a_blob_altered_after_it_started(site: Site, tmp_path: Path):
-    cache = tmp_path / "cache"
-    shutil.copytree(site.synced_cache, cache, symlinks=True)
-    entry = site.lock.entry_for(FA2, CPU_ENV)
-    assert entry is not None
-    variant = entry.variant_for(CPU_ENV)
-    assert variant is not None
-    so = next(f for f in variant.files if f.algorithm == "sha256")
-    blob = cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+    cache, entry, variant, so, blob = _cache_copy(site, tmp_path, CPU_ENV)
     with MirrorProcess(["--cache", str(cache), "--project", str(site.project)], site.env, tmp_path / "log") as server:
         url = f"{server.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
         assert _get(url)[0] == 200
