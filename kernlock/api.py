@@ -466,6 +466,10 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
     from kernlock import names
 
     project = projects.load(projects.locate(root))
+    target = Path(out).resolve()
+    if target.is_dir() or target in (project.lockfile.resolve(), project.pyproject.resolve()):
+        what = "a folder" if target.is_dir() else "one of the project's own files"
+        raise KernlockError(f"-o {out} is {what}; name a new file for the bundle, e.g. `-o kernels-bundle.tar`.")
     lock = read_lock(project)
     envs = sorted(set(environments)) if environments else list(lock.environments)
     report = syncing.sync(lock, envs, progress=progress)  # no request when the cache already holds them

@@ -264,11 +264,14 @@ class Bundle:
             data = json.loads(raw)
             assert data["format"] == FORMAT and data["version"] == VERSION, "format"
             files = data["files"]
+            assert isinstance(data["lock-sha256"], str), "lock-sha256"
+            envs = data["environments"]
+            assert isinstance(envs, list) and all(isinstance(e, str) for e in envs), "environments"
             for f in files:
                 LockedFile(f["path"], f["size"], f["hash"])  # validated like a lock entry
                 names.check_repo(f["repo"]), names.check_commit(f["commit"]), names.check_variant_folder(f["variant"])
                 assert f["member"] == f"{ROOT}/files/{f['repo']}/{f['commit']}/build/{f['variant']}/{f['path']}"
-        except (ValueError, KeyError, TypeError, AssertionError) as err:
+        except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as err:
             raise self._fail(f"its manifest is not a kernlock bundle manifest of version {VERSION} ({err})") from err
         self.manifest = data
         self._sizes = {f["member"]: f["size"] for f in files}

@@ -26,6 +26,7 @@ _T = TypeVar("_T")
 LFS_HEADER = b"version https://git-lfs.github.com/spec/v1\n"
 REF_KINDS = ("heads", "tags", "pr", "convert")
 CHUNK = 1024 * 1024
+MAX_BODY = 16 * 1024 * 1024  # a paths-info request; far above what clients send
 Headers = list[tuple[str, str]]
 
 
@@ -150,7 +151,8 @@ def json_response(data: Any, status: int = 200, headers: Iterable[tuple[str, str
 
 def error(status: int, message: str, code: str | None = None, headers: Iterable[tuple[str, str]] = ()) -> Response:
     """An error as the Hub sends it: JSON ``{"error"}``, ``X-Error-Message`` and ``X-Error-Code`` when given."""
-    header = " ".join(message.split()).encode("ascii", "backslashreplace").decode()
+    text = " ".join(message.split())
+    header = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode() for c in text)  # no NUL/CR
     extra = [("X-Error-Message", header)]
     if code:
         extra.append(("X-Error-Code", code))
@@ -260,15 +262,20 @@ class Call:
 
     def body(self) -> bytes:
         length = int(self.environ.get("CONTENT_LENGTH") or 0)
+        if length > MAX_BODY:  # refused before reading: a client cannot make the server hold gigabytes
+            raise Abort(error(413, f"Request body of {length} bytes is larger than {MAX_BODY}"))
         return self.environ["wsgi.input"].read(length) if length > 0 else b""
 
     def form(self) -> dict[str, list[str]]:
         """Form (or JSON object) fields of the body, each as a list of strings."""
         raw = self.body()
-        if "json" in self.environ.get("CONTENT_TYPE", ""):
+        try:
+            if "json" not in self.environ.get("CONTENT_TYPE", ""):
+                return parse_qs(raw.decode("utf-8"), keep_blank_values=True)
             data = json.loads(raw or b"{}")
             return {k: [str(x) for x in v] if isinstance(v, list) else [str(v)] for k, v in data.items()}
-        return parse_qs(raw.decode("utf-8"), keep_blank_values=True)
+        except (ValueError, AttributeError, RecursionError) as err:  # bad UTF-8 or JSON, or not a JSON object
+            raise Abort(error(400, f"Invalid request body: {err}")) from err
 
     def require(self, *methods: str) -> None:
         """405 unless the method is one of ``methods`` (HEAD goes with GET)."""

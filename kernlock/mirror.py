@@ -14,6 +14,7 @@ the test Hub. :func:`run` serves the app with gunicorn (see docs/airgap.md for w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +32,13 @@ _REPO_TYPES = ("kernels", "models", "datasets", "spaces")
 
 @dataclass(frozen=True)
 class ServedFile:
-    """A locked file as the mirror answers it: its tree entry and where its bytes are."""
+    """A locked file as the mirror answers it: its tree entry, where its bytes are, and the ``stamp`` of that
+    file when it was verified (a file changed since is never served)."""
 
     entry: Entry
     file: Path
     offset: int = 0
+    stamp: tuple[int, ...] = ()
 
 
 @dataclass
@@ -53,7 +56,7 @@ class Snapshot:
             entry = Entry(path, "file", hubwire.git_blob_id(pointer), locked.size, lfs)
         else:
             entry = Entry(path, "file", locked.digest, locked.size)
-        self.files[path] = ServedFile(entry, file, offset)
+        self.files[path] = ServedFile(entry, file, offset, stamp(file))
 
     def entries(self) -> list[Entry]:
         """Every file and folder, sorted by path."""
@@ -101,6 +104,7 @@ def from_bundle(path: Path) -> Catalog:
     from kernlock import bundle as bundles
     from kernlock.sync import targets
 
+    before = stamp(Path(path)) if Path(path).is_file() else ()
     opened = bundles.load(path)
     pairs = targets(opened.lock, opened.environments)
     opened.check(pairs)
@@ -111,7 +115,15 @@ def from_bundle(path: Path) -> Catalog:
 
     catalog = Catalog()
     catalog.add(opened.lock, source, pairs)
+    if stamp(opened.path) != before:
+        raise IntegrityError(f"{path} changed while it was checked; copy it whole, then start `kernlock serve` again.")
     return catalog
+
+
+def stamp(file: Path) -> tuple[int, ...]:
+    """What changes when a file is written or replaced: device, inode, size, mtime and ctime."""
+    st = os.stat(file)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def from_cache(lock: Lock, cache: Path) -> Catalog:
@@ -167,8 +179,10 @@ class MirrorApp:
             repos = {r.repo_id: sorted(r.snapshots) for r in self.catalog.repos.values()}
             return json_response({"status": "ok", "kernels": repos, "files": self.catalog.file_count})
         if segs == ["api", "agent-harnesses"]:
+            call.require("GET")
             return json_response({"standardEnvVars": [], "harnesses": {}})
         if len(segs) == 4 and segs[:2] == ["api", "organizations"] and segs[3] == "overview":
+            call.require("GET")
             return self._overview(unquote(segs[2]))
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in _REPO_TYPES:
             return self._repo_api(call, self._repo(segs[1], segs[2], segs[3]), segs[4:])
@@ -249,8 +263,32 @@ class MirrorApp:
         if served is None:
             message = f"Entry not found: {path} (not a file of a locked variant)"
             raise Abort(error(404, message, "EntryNotFound", [("X-Repo-Commit", commit)]))
+        try:
+            changed = stamp(served.file) != served.stamp
+        except OSError:
+            changed = True
+        if changed:
+            message = f"{served.file} changed since the mirror verified it; check it and restart `kernlock serve`"
+            raise Abort(error(503, message))
         headers = hubwire.file_headers(commit, served.entry)
         return hubwire.ranged(call, None, served.file, served.entry.size, headers, served.offset)
+
+
+def _check_free(host: str, port: int) -> None:
+    """A KernlockError naming ``--port``/``--host`` when the address cannot be listened on (gunicorn would retry
+    for seconds, then log a bare error)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            probe.bind((host, port))
+    except OSError as err:
+        raise KernlockError(
+            f"cannot listen on {host} port {port}: port {port} is in use or {host} is not an address of this "
+            f"machine ({err.strerror}); pick another with `--port` (or `--host`)."
+        ) from err
 
 
 _TRUSTED = {"avatarUrl": "", "isVerified": False, "trustedKernelPublisher": True}
@@ -269,6 +307,7 @@ def run(app: MirrorApp, host: str, port: int, workers: int, threads: int, access
             "`kernlock serve` runs on gunicorn, which is not installed; install it with "
             "`pip install 'kernlock[serve]'` (or `pip install gunicorn`)."
         ) from err
+    _check_free(host, port)
     options = {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": workers,

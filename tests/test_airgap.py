@@ -8,6 +8,7 @@ kernlock cannot be imported.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, run_cli, write_pyproject
@@ -406,15 +408,20 @@ def test_serve_names_the_missing_server_and_imports_no_test_code(site: Site):
     assert "pip install 'kernlock[serve]'" in result.stderr
 
 
-def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(site: Site, tmp_path: Path):
-    cache = tmp_path / "cache"
+def _cache_copy(site: Site, tmp: Path, env: str) -> tuple[Path, Any, Any, Any, Path]:
+    """A copy of the connected machine's cache, and FA2's locked variant for ``env``, its LFS .so and its blob."""
+    cache = tmp / "cache"
     shutil.copytree(site.synced_cache, cache, symlinks=True)
-    entry = site.lock.entry_for(FA2, CUDA_ENV)
+    entry = site.lock.entry_for(FA2, env)
     assert entry is not None
-    variant = entry.variant_for(CUDA_ENV)
+    variant = entry.variant_for(env)
     assert variant is not None
     so = next(f for f in variant.files if f.algorithm == "sha256")
-    blob = cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+    return cache, entry, variant, so, cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
+
+
+def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(site: Site, tmp_path: Path):
+    cache, entry, variant, so, blob = _cache_copy(site, tmp_path, CUDA_ENV)
     data = bytearray(blob.read_bytes())
     data[0] ^= 1
     blob.write_bytes(bytes(data))
@@ -425,3 +432,220 @@ def test_serve_from_a_cache_leaves_out_a_variant_that_does_not_match_the_lock(si
     assert bad[0] == 404 and bad[1]["x-error-code"] == "EntryNotFound"
     assert sorted(e["path"] for e in tree) == [f"build/{CPU_VARIANT}"]
     assert f"not served: {FA2} {variant.name}" in output
+
+
+def _with_manifest(path: Path, site: Site, manifest: bytes) -> Path:
+    """The real bundle with its manifest replaced by ``manifest`` (and a matching manifest.json.sha256)."""
+    digest = hashlib.sha256(manifest).hexdigest()
+    with tarfile.open(site.bundle) as src, tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as out:
+        for info in src:
+            data = src.extractfile(info).read()  # type: ignore[union-attr]
+            if info.name == bundles.MANIFEST:
+                data = manifest
+            elif info.name == bundles.MANIFEST_HASH:
+                data = f"{digest}  manifest.json\n".encode()
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _edited_manifest(site: Site, edit: str) -> bytes:
+    with tarfile.open(site.bundle) as tar:
+        data = json.loads(tar.extractfile(bundles.MANIFEST).read())  # type: ignore[union-attr]
+    if edit == "nested":
+        return b"[" * 100_000 + b"]" * 100_000
+    if edit == "no-lock-sha256":
+        del data["lock-sha256"]
+    elif edit == "environments-int":
+        data["environments"] = 5
+    elif edit == "repo-int":
+        data["files"][0]["repo"] = 5
+    elif edit == "size-differs":
+        data["files"][0]["size"] += 1
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize("edit", ["nested", "no-lock-sha256", "environments-int", "repo-int", "size-differs"])
+def test_a_hostile_manifest_is_refused_in_one_message(edit: str, site: Site, tmp_path: Path):
+    hostile = _with_manifest(tmp_path / "hostile.tar", site, _edited_manifest(site, edit))
+    for args in (["sync", "--from", str(hostile), "--project", str(site.project)], ["serve", "--from", str(hostile)]):
+        result = run_cli(*args, env=site.fresh_env(tmp_path))
+        assert result.returncode == 1, result.stdout
+        assert "Traceback" not in result.stderr
+        assert "is not a usable kernlock bundle" in result.stderr
+    assert _installed(tmp_path / "cache") == []
+
+
+def test_the_mirror_answers_hostile_requests_with_4xx_and_no_file(site: Site, mirror: MirrorProcess):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    base = f"{mirror.url}/kernels/{FA2}/resolve/{entry.commit}"
+    for path in (
+        "../../../../etc/passwd",
+        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "..%2f..%2f..%2fetc%2fpasswd",
+        "build//x",
+        "..\\..\\etc\\passwd",
+        "build/%00",
+        "x?" + "a" * 3000,
+    ):
+        status, _, body = _get(f"{base}/{path}")
+        assert status == 404 and b"root:" not in body, (path, status)
+    assert _get(f"{mirror.url}/kernels/{FA2}/resolve/not-a-locked-branch/build/x")[0] == 404
+    assert _get(f"{mirror.url}/api/organizations/kernels-community/overview", "DELETE")[0] == 405
+    paths_info = f"{mirror.url}/api/kernels/{FA2}/paths-info/{entry.commit}"
+    for content_type, body in (
+        ("application/json", b"{not json"),
+        ("application/json", b"[1]"),
+        ("application/x-www-form-urlencoded", b"\xff\xfe"),
+    ):
+        request = urllib.request.Request(paths_info, body, {"Content-Type": content_type}, method="POST")
+        try:
+            urllib.request.urlopen(request)
+            status = 200
+        except urllib.error.HTTPError as err:
+            status = err.code
+        assert status == 400, (body, status)
+
+
+def test_bundle_onto_the_lock_or_a_folder_is_refused_and_writes_nothing(site: Site, tmp_path: Path):
+    lock_bytes = (site.project / "kernels.lock").read_bytes()
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for target in (site.project / "kernels.lock", folder, site.project / "pyproject.toml"):
+        before = sorted(p.name for p in target.parent.iterdir())
+        result = run_cli("bundle", "-o", str(target), "--project", str(site.project), env=site.env)
+        assert result.returncode == (2 if target == folder else 1), (target, result.stdout)  # a folder: usage
+        assert "Traceback" not in result.stderr and "-o" in result.stderr
+        assert sorted(p.name for p in target.parent.iterdir()) == before  # no temporary file left
+    assert (site.project / "kernels.lock").read_bytes() == lock_bytes
+    assert list(folder.iterdir()) == []
+
+
+def test_the_mirror_never_serves_a_bundle_altered_after_it_started(site: Site, tmp_path: Path):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")
+    copy = tmp_path / "site.tar"
+    shutil.copyfile(site.bundle, copy)
+    with MirrorProcess(["--from", str(copy)], site.env, tmp_path / "access.log") as server:
+        url = f"{server.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
+        assert _get(url)[0] == 200
+        _flip(copy, bundles.member_name(entry, variant, so), tmp_path)  # a copy of the copy, flipped...
+        os.replace(tmp_path / "flipped.tar", copy)  # ...put in its place, as an editor or `cp` would
+        status, headers, _ = _get(url)
+        assert status == 503 and "restart" in headers["x-error-message"]
+        assert _get(url, "HEAD")[0] == 503
+
+
+def test_serve_on_a_port_in_use_says_so_and_exits_1(site: Site):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = run_cli("serve", "--from", str(site.bundle), "--port", port, env=site.env)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"port {port} is in use" in result.stderr and "--port" in result.stderr
+
+
+def test_the_mirror_refuses_a_huge_request_body_without_reading_it(site: Site, mirror: MirrorProcess):
+    import http.client
+
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    connection = http.client.HTTPConnection("127.0.0.1", mirror.port, timeout=30)
+    connection.putrequest("POST", f"/api/kernels/{FA2}/paths-info/{entry.commit}")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", str(50 * 1024**3))  # 50 GiB announced, a few bytes sent
+    connection.endheaders(b'{"paths": []}')
+    assert connection.getresponse().status == 413
+    connection.close()
+
+
+def _damaged(kind: str, site: Site, tmp: Path) -> Path:
+    path = tmp / "damaged.tar"
+    if kind == "gzip":
+        import gzip
+
+        path.write_bytes(gzip.compress(site.bundle.read_bytes()))
+    elif kind == "not-a-tar":
+        path.write_text("hello\n" * 1000)
+    elif kind == "truncated":
+        data = site.bundle.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        info = tarfile.TarInfo(
+            {
+                "duplicate": bundles.LOCK,
+                "backslash": "kernlock-bundle\\..\\..\\escaped",
+                "long": "kernlock-bundle/files/" + "a" * 5000,
+                "fifo": "kernlock-bundle/files/fifo",
+            }[kind]
+        )
+        data = b"x"
+        if kind == "fifo":
+            info.type, data = tarfile.FIFOTYPE, b""
+        info.size = len(data)
+        _tar(path, site, info, data)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["gzip", "not-a-tar", "truncated", "duplicate", "backslash", "long", "fifo"])
+def test_a_damaged_or_odd_tar_is_refused_in_one_message(kind: str, site: Site, tmp_path: Path):
+    damaged = _damaged(kind, site, tmp_path)
+    result = run_cli("sync", "--from", str(damaged), "--project", str(site.project), env=site.fresh_env(tmp_path))
+    assert result.returncode == 1, result.stdout
+    assert "Traceback" not in result.stderr
+    assert "bundle" in result.stderr and "nothing was installed" in result.stderr
+    assert _installed(tmp_path / "cache") == []
+
+
+def test_the_mirror_answers_odd_ranges_as_http_says(site: Site, mirror: MirrorProcess):
+    entry = site.lock.entry_for(FA2, CPU_ENV)
+    assert entry is not None
+    variant = entry.variant_for(CPU_ENV)
+    assert variant is not None
+    so = next(f for f in variant.files if f.algorithm == "sha256")
+    url = f"{mirror.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
+    full = _get(url)[2]
+    assert len(full) == so.size
+    for header in ("bytes=abc", "bytes=0-1,5-9", "items=0-5", "bytes=9-3"):  # ignored: the whole file
+        status, _, body = _get(url, headers={"Range": header})
+        assert (status, body) == (200, full), header
+    assert _get(url, headers={"Range": "bytes=-10"})[2] == full[-10:]
+    assert _get(url, headers={"Range": f"bytes=-{so.size * 2}"})[2] == full
+    assert _get(url, headers={"Range": f"bytes=0-{so.size * 2}"})[2] == full
+    status, headers, _ = _get(url, headers={"Range": f"bytes={so.size + 5}-{so.size + 9}"})
+    assert status == 416 and headers["content-range"] == f"bytes */{so.size}"
+    status, headers, body = _get(url, "HEAD", {"Range": "bytes=0-9"})
+    assert status == 206 and body == b"" and headers["content-length"] == "10"
+
+
+def test_serve_from_a_cache_never_serves_a_blob_altered_after_it_started(site: Site, tmp_path: Path):
+    cache, entry, variant, so, blob = _cache_copy(site, tmp_path, CPU_ENV)
+    with MirrorProcess(["--cache", str(cache), "--project", str(site.project)], site.env, tmp_path / "log") as server:
+        url = f"{server.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
+        assert _get(url)[0] == 200
+        data = bytearray(blob.read_bytes())
+        data[0] ^= 1
+        with open(blob, "r+b") as handle:  # in place, same size
+            handle.write(bytes(data[:1]))
+        assert _get(url)[0] == 503
+
+
+def test_bundle_and_sync_from_a_sub_folder_of_the_project(site: Site, tmp_path: Path):
+    sub = site.project / "src" / "deep"
+    sub.mkdir(parents=True, exist_ok=True)
+    try:
+        assert run_cli("bundle", "-o", "here.tar", env=site.env, cwd=sub).returncode == 0
+        assert (sub / "here.tar").is_file()  # -o is relative to where the user is
+        result = run_cli("sync", "--from", "here.tar", env=site.fresh_env(tmp_path), cwd=sub)
+    finally:
+        shutil.rmtree(site.project / "src")
+    assert result.returncode == 0, result.stderr
+    assert "synced 2 variants" in result.stdout and _installed(tmp_path / "cache")
