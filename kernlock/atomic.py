@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -26,6 +25,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = _mode_for(path)
+    import tempfile  # ~8 ms (shutil, random): only a command that writes pays it
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

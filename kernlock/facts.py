@@ -225,12 +225,11 @@ def _detect_capabilities() -> tuple[str, ...] | None:
 
 
 def as_toml(data: dict[str, Any]) -> str:
-    """An environment table as pyproject writes it: ``{name = "...", python = "3.11", kernels = "0.17.2"}``."""
-    import tomlkit
+    """An environment table as pyproject writes it: ``{name = "...", python = "3.11", kernels = "0.17.2"}``
+    (the text tomlkit gives an inline table, written without importing tomlkit)."""
+    from kernlock import tomlwrite
 
-    table = tomlkit.inline_table()
-    table.update(data)
-    return table.as_string()
+    return tomlwrite.value(data)
 
 
 def differences(recorded: dict[str, Any], detected: dict[str, Any]) -> list[str]:

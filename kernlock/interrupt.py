@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 _cancelled = threading.Event()
 
@@ -67,6 +70,8 @@ def worker_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
     """A thread pool that never keeps an interrupted command waiting: on an interrupt it cancels every queued and
     running task (they stop at their next check) without waiting; on another error it cancels what is queued and
     waits for what runs; a normal exit waits for all."""
+    from concurrent.futures import ThreadPoolExecutor  # ~10 ms (logging): only commands that fan out pay it
+
     pool = ThreadPoolExecutor(workers)
     try:
         yield pool

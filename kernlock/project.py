@@ -11,11 +11,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tomlkit
-import tomlkit.exceptions
-from tomlkit.items import InlineTable
+import tomllib
 
 from kernlock import facts, names
 from kernlock.atomic import write_text_atomic
@@ -23,6 +21,9 @@ from kernlock.environment import Condition, Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
 from kernlock.lockfile import LOCK_NAME
 from kernlock.wording import noun
+
+if TYPE_CHECKING:
+    import tomlkit
 
 PYPROJECT = "pyproject.toml"
 _VCS = (".git", ".hg", ".svn")
@@ -149,7 +150,7 @@ def load(root: Path | str) -> Project:
     project = Project(root)
     if not project.pyproject.exists():
         return project
-    table = _kernlock_table(_read(project.pyproject).unwrap(), project.pyproject)
+    table = _kernlock_table(_read_plain(project.pyproject), project.pyproject)
     if table is None:
         return project
     unknown = set(table) - {"environments", "kernels"}
@@ -174,7 +175,21 @@ def load(root: Path | str) -> Project:
     return project
 
 
+def _read_plain(path: Path) -> dict[str, Any]:
+    """``path`` as plain values, read with the standard library's parser (reading needs no formatting kept, and
+    tomlkit costs a read-only command ~15 ms to import); a file it refuses goes through `_read`, so the error
+    message is tomlkit's, as it always was (as is the answer to arrays nested too deep for tomllib's recursion)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError, OSError):
+        return _read(path).unwrap()
+
+
 def _read(path: Path) -> tomlkit.TOMLDocument:
+    """``path`` as a tomlkit document (formatting kept, for an edit)."""
+    import tomlkit
+    import tomlkit.exceptions
+
     try:
         return tomlkit.parse(path.read_text(encoding="utf-8"))
     except tomlkit.exceptions.TOMLKitError as err:
@@ -285,6 +300,8 @@ def set_requirements(project: Project, revs: dict[str, tuple[str, bool]]) -> Non
     refuses a table that names one repo twice)."""
     if not revs:
         return
+    import tomlkit
+
     doc = _read(project.pyproject) if project.pyproject.exists() else tomlkit.document()
     expected = doc.unwrap()
     kernels = _kernels_table(doc)
@@ -320,6 +337,9 @@ def _write_edit(project: Project, doc: tomlkit.TOMLDocument, expected: dict[str,
     """Write the edited ``doc`` once a re-read shows it holds ``expected``: in some layouts tomlkit puts a new
     table where it captures the lines after it (dotted `tool.x.y = ...` keys) or writes a key twice (a table split
     around another), which would move the user's other settings or break the file."""
+    import tomlkit
+    import tomlkit.exceptions
+
     text = tomlkit.dumps(doc)
     try:
         written = tomlkit.parse(text).unwrap()
@@ -340,6 +360,9 @@ def _comparable(data: Any) -> str:
 
 def _kernels_table(doc: tomlkit.TOMLDocument) -> Any:
     """[tool.kernlock.kernels], made where missing (inline where its parent is inline: `tool = { kernlock = {} }`)."""
+    import tomlkit
+    from tomlkit.items import InlineTable
+
     if "tool" not in doc:
         doc["tool"] = tomlkit.table(is_super_table=True)
     tool = doc["tool"]

@@ -28,12 +28,10 @@ import hashlib
 import importlib.machinery
 import json
 import os
-import shutil
 import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -45,6 +43,8 @@ from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from filelock import FileLock
 
     from kernlock.hub import Hub
@@ -138,6 +138,7 @@ def _lock_file(repo: str, name: str, cache: Path) -> FileLock:
     path = _under(cache, ".locks", _repo_name(repo), f"{name}.lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     _unlink_symlink(path)
+
     from filelock import FileLock
 
     return FileLock(str(path))
@@ -511,6 +512,8 @@ def _make_marker(path: Path) -> None:
 def _remove(path: Path) -> None:
     """Remove a file, a symlink (never what it points to) or a folder tree."""
     if path.is_dir() and not path.is_symlink():
+        import shutil
+
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
@@ -631,6 +634,8 @@ def _link(blob: Path, link: Path, target: str) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() and os.readlink(link) == target:
         return
+    import shutil  # ~5 ms: only a sync that links files pays it
+
     if link.is_dir() and not link.is_symlink():  # a folder where the lock has a file
         shutil.rmtree(link)
     tmp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -731,6 +736,8 @@ def _fetch_variant(
 def _gather(futures: dict[str, Future[Any]]) -> dict[str, Any]:
     """Every future's result. On the first failure, what has not started is cancelled and what runs is waited for
     (so no task outlives the call), then the failure is raised; an interrupt propagates at once."""
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
     _done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
     failed = next((f for f in futures.values() if f.done() and not f.cancelled() and f.exception()), None)
     if failed is not None:
@@ -901,6 +908,8 @@ def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None
         return _inspect(pair[0], pair[1], cache, full=True)
 
     pairs = targets(lock, None)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(FILE_WORKERS) as pool:
         inspections = list(pool.map(inspect, pairs))
     for (entry, variant), inspection in zip(pairs, inspections, strict=True):

@@ -61,11 +61,13 @@ def test_local_commands_import_no_network_loader_or_torch(
     args: list[str], says: str, synced: dict[str, str], project: Path, tmp_path: Path
 ):
     """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
-    with the Hub unreachable, and its output is what it always was."""
+    with the Hub unreachable, and its output is what it always was. It writes no pyproject.toml either, so it
+    reads it without tomlkit (the standard library's parser)."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
     assert _heavy(modules) == []
+    assert "tomlkit" not in modules
 
 
 def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, str], project: Path, tmp_path: Path):
@@ -78,6 +80,20 @@ def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, 
     probe = loaders.probe()
     assert f"loader: kernels {probe.kernels} ({probe.generation} generation)" in done.stdout
     assert "kernels" not in modules
+
+
+def test_a_command_that_edits_pyproject_imports_tomlkit(synced: dict[str, str], project: Path, tmp_path: Path):
+    """The other side of the tomlkit check: `remove` edits pyproject.toml, keeping its formatting, through tomlkit
+    (so the check above would notice a probe that saw nothing); the file keeps its other lines."""
+    before = (project / "pyproject.toml").read_text()
+    done, modules = run_cli_imports(
+        "remove", "kernels-community/activation", env=synced, cwd=project, out=tmp_path / "modules.txt"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tomlkit" in modules
+    after = (project / "pyproject.toml").read_text()
+    assert "kernels-community/activation" in before and "kernels-community/activation" not in after
+    assert "[tool.kernlock]" in after
 
 
 def test_a_command_that_fetches_imports_the_network_stack(user_env: dict[str, str], project: Path, tmp_path: Path):
