@@ -15,7 +15,6 @@ torch.
 
 from __future__ import annotations
 
-import difflib
 import re
 import sys
 from dataclasses import dataclass
@@ -92,6 +91,8 @@ def parse(table: dict[str, Any], backend: str, os: str) -> Facts:
     unknown = sorted(set(table) - set(KEYS))
     if unknown:
         key = unknown[0]
+        import difflib
+
         close = difflib.get_close_matches(str(key).lower().replace("_", "-"), KEYS, n=1, cutoff=0.6)
         hint = f"; did you mean `{close[0]}`?" if close else f"; known: {', '.join(KEYS)}"
         raise FactError(f"unknown key `{key}`{hint}")

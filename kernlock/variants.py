@@ -20,7 +20,6 @@ Only the standard library and ``packaging`` are used here: never import kernels,
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -438,6 +437,8 @@ def _closest(token: str, known: Iterable[str], aliases: dict[str, str]) -> str |
     candidates = list(known)
     if token in candidates:
         return token
+    import difflib  # ~4 ms at import: only a misspelled name needs it
+
     best, best_score = None, 0.6
     for candidate in candidates:  # first of equals wins: the lists are in order of preference
         score = difflib.SequenceMatcher(None, token, candidate).ratio()
