@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from kernlock import foreign, hfenv, interrupt, lockfile
 from kernlock import project as projects
-from kernlock import sync as syncing
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect, detect_with_facts
 from kernlock.errors import DuplicateSpecError, ForeignLockError, KernlockError, LockError, ProjectError
@@ -18,6 +17,7 @@ from kernlock.resolver import Upgrade, latest_version, resolve
 from kernlock.variants import RULE
 
 if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
+    from kernlock import sync as syncing
     from kernlock.foreign import ForeignPin
     from kernlock.hub import Hub
     from kernlock.migrate import ImportResult
@@ -342,6 +342,8 @@ def sync(
     Default: re-lock first when kernels.lock is stale; ``locked``: fail instead; ``frozen``: use it as is.
     ``offline``: no request; verify what is in the cache and fail naming anything missing or corrupt.
     """
+    from kernlock import sync as syncing
+
     if locked and frozen:
         raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
     interrupt.reset()
@@ -355,6 +357,8 @@ def sync(
 
 def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | None:
     """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
+    from kernlock import sync as syncing
+
     environment = str(detect())
     if environment not in lock.environments:
         return None
@@ -364,6 +368,8 @@ def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | N
 def verify(root: Path | None = None, all_environments: bool = False) -> syncing.VerifyResult:
     """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
     locked variant) must be present. Returns the problems; empty means intact."""
+    from kernlock import sync as syncing
+
     lock = read_lock(projects.load(projects.locate(root)))
     if all_environments:
         required = list(lock.environments)
@@ -384,6 +390,8 @@ class ShowResult:
 def show(root: Path | None = None) -> ShowResult:
     """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
     whether the lock is stale."""
+    from kernlock import sync as syncing
+
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
     try:
@@ -464,6 +472,7 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
     ``environments`` (None: every environment of the lock), from the verified cache (synced first)."""
     from kernlock import bundle as bundles
     from kernlock import names
+    from kernlock import sync as syncing
 
     project = projects.load(projects.locate(root))
     target = Path(out).resolve()
@@ -492,6 +501,7 @@ def sync_from(
     import hashlib
 
     from kernlock import bundle as bundles
+    from kernlock import sync as syncing
 
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
@@ -514,6 +524,7 @@ def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None
     """The Hub mirror of a bundle (its own lock, every file checked), or of the project's kernels.lock over the
     verified files of a kernel cache (default: this machine's)."""
     from kernlock import mirror
+    from kernlock import sync as syncing
 
     if bundle is not None and cache is not None:
         raise KernlockError("serve from a bundle (--from) or from a kernel cache (--cache), not both.")
