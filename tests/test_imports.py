@@ -70,6 +70,20 @@ def test_local_commands_import_no_network_loader_or_torch(
     assert "tomlkit" not in modules
 
 
+@pytest.mark.parametrize("args", [["lock", "--check"], ["env"]])
+def test_commands_that_never_touch_the_cache_skip_the_sync_module(
+    args: list[str], synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """`lock --check` and `env` read no cache state, so they import no `kernlock.sync` (`show` does: it says
+    whether each kernel is synced)."""
+    done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert "kernlock.sync" not in modules
+    shown, shown_modules = run_cli_imports("show", env=synced, cwd=project, out=tmp_path / "shown.txt")
+    assert shown.returncode == 0, shown.stderr
+    assert "kernlock.sync" in shown_modules
+
+
 def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, str], project: Path, tmp_path: Path):
     """`kernlock env` reads the installed loader's version and generation from its files: the same answer the
     import-time probe gives (the one activation uses)."""
