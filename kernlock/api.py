@@ -126,7 +126,7 @@ def _lock(project: Project, upgrade: Upgrade, check: bool, hub: Hub | None, dry_
     reason: str | None = "no kernels.lock yet"
     if project.lockfile.exists():
         try:
-            previous = read_lock(project)
+            previous = lockfile.read(project.lockfile)  # pyproject and a foreign lock were checked above
             reason = stale_reason(project, previous, environments)
         except ForeignLockError:
             raise
