@@ -32,7 +32,7 @@ from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, run_cli, write_pyproject
 from kernlock import bundle as bundles
 from kernlock import lockfile
 from kernlock import sync as syncing
-from kernlock.lockfile import Lock
+from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
 from kernlock.testing.mirror_process import MirrorProcess, client_env, free_port
 
@@ -360,6 +360,15 @@ def test_kernlock_sync_against_a_mirror_of_a_cache(site: Site, tmp_path: Path):
     assert "serving 2 kernels" in server.output()
 
 
+def _locked_so(site: Site, env: str) -> tuple[LockedKernel, LockedVariant, LockedFile]:
+    """FA2's locked entry and variant for ``env``, and its LFS ``.so``."""
+    entry = site.lock.entry_for(FA2, env)
+    assert entry is not None
+    variant = entry.variant_for(env)
+    assert variant is not None
+    return entry, variant, next(f for f in variant.files if f.algorithm == "sha256")
+
+
 def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """(status, headers with lowercase names, body)."""
     request = urllib.request.Request(url, method=method, headers=headers or {})
@@ -372,11 +381,7 @@ def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -
 
 
 def test_the_mirror_answers_ranges_from_the_bundle_with_the_hub_headers(site: Site, mirror: MirrorProcess):
-    entry = site.lock.entry_for(FA2, CPU_ENV)
-    assert entry is not None
-    variant = entry.variant_for(CPU_ENV)
-    assert variant is not None
-    so = next(f for f in variant.files if f.algorithm == "sha256")  # an LFS file
+    entry, variant, so = _locked_so(site, CPU_ENV)
     with tarfile.open(site.bundle) as tar:
         content = tar.extractfile(bundles.member_name(entry, variant, so)).read()  # type: ignore[union-attr]
     url = f"{mirror.url}/kernels/{FA2}/resolve/v4/build/{variant.name}/{so.path}"
@@ -412,11 +417,7 @@ def _cache_copy(site: Site, tmp: Path, env: str) -> tuple[Path, Any, Any, Any, P
     """A copy of the connected machine's cache, and FA2's locked variant for ``env``, its LFS .so and its blob."""
     cache = tmp / "cache"
     shutil.copytree(site.synced_cache, cache, symlinks=True)
-    entry = site.lock.entry_for(FA2, env)
-    assert entry is not None
-    variant = entry.variant_for(env)
-    assert variant is not None
-    so = next(f for f in variant.files if f.algorithm == "sha256")
+    entry, variant, so = _locked_so(site, env)
     return cache, entry, variant, so, cache / f"kernels--{FA2.replace('/', '--')}" / "blobs" / so.digest
 
 
@@ -523,11 +524,7 @@ def test_bundle_onto_the_lock_or_a_folder_is_refused_and_writes_nothing(site: Si
 
 
 def test_the_mirror_never_serves_a_bundle_altered_after_it_started(site: Site, tmp_path: Path):
-    entry = site.lock.entry_for(FA2, CPU_ENV)
-    assert entry is not None
-    variant = entry.variant_for(CPU_ENV)
-    assert variant is not None
-    so = next(f for f in variant.files if f.algorithm == "sha256")
+    entry, variant, so = _locked_so(site, CPU_ENV)
     copy = tmp_path / "site.tar"
     shutil.copyfile(site.bundle, copy)
     with MirrorProcess(["--from", str(copy)], site.env, tmp_path / "access.log") as server:
@@ -606,11 +603,7 @@ def test_a_damaged_or_odd_tar_is_refused_in_one_message(kind: str, site: Site, t
 
 
 def test_the_mirror_answers_odd_ranges_as_http_says(site: Site, mirror: MirrorProcess):
-    entry = site.lock.entry_for(FA2, CPU_ENV)
-    assert entry is not None
-    variant = entry.variant_for(CPU_ENV)
-    assert variant is not None
-    so = next(f for f in variant.files if f.algorithm == "sha256")
+    entry, variant, so = _locked_so(site, CPU_ENV)
     url = f"{mirror.url}/kernels/{FA2}/resolve/{entry.commit}/build/{variant.name}/{so.path}"
     full = _get(url)[2]
     assert len(full) == so.size
