@@ -62,7 +62,7 @@ def _environment_error(value: str) -> str | None:
 def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None) -> bool:
     """Whether the loader's rule lets environment ``env`` load ``variant`` (cached). Without ``facts``, a tvm-ffi
     build passes when some tvm-ffi version would load it (the Lock checks it again with the recorded facts)."""
-    from kernlock import variants
+    from kernlock import variant_types, variants
     from kernlock.environment import Environment
 
     if facts is not None:
@@ -70,7 +70,7 @@ def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None
         return Environment.from_declared({"name": env, **data}).select_variant([variant]) == variant
     parsed = Environment.parse(env)
     framework = variants.parse_variant(variant).framework
-    if isinstance(framework, variants.TvmFfi):
+    if isinstance(framework, variant_types.TvmFfi):
         parsed = Environment.from_declared({"name": env, "tvm-ffi": str(framework.version)})
     return parsed.select_variant([variant]) == variant
 
