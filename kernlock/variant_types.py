@@ -42,6 +42,9 @@ class _Fixed:
     __slots__ = ()
     name: ClassVar[str]
 
+    def __init_subclass__(cls, *, name: str) -> None:
+        cls.name = name
+
     @property
     def variant_str(self) -> str:
         return self.name
@@ -64,6 +67,10 @@ class _Versioned:
     name: ClassVar[str]
     prefix: ClassVar[str]
     version: Version
+
+    def __init_subclass__(cls, *, name: str, prefix: str | None = None) -> None:
+        cls.name = name
+        cls.prefix = name if prefix is None else prefix
 
     def __init__(self, *, version: Version) -> None:
         object.__setattr__(self, "version", version)
@@ -94,64 +101,52 @@ def _rebuild(kind: type[_Versioned], version: Version) -> _Versioned:
     return kind(version=version)
 
 
-class CPU(_Fixed):
+class CPU(_Fixed, name="cpu"):
     """No accelerator."""
 
     __slots__ = ()
-    name: ClassVar[str] = "cpu"
 
 
-class Metal(_Fixed):
+class Metal(_Fixed, name="metal"):
     """Apple GPUs through Metal (macOS)."""
 
     __slots__ = ()
-    name: ClassVar[str] = "metal"
 
 
-class Neuron(_Fixed):
+class Neuron(_Fixed, name="neuron"):
     """AWS Neuron."""
 
     __slots__ = ()
-    name: ClassVar[str] = "neuron"
 
 
-class TPU(_Fixed):
+class TPU(_Fixed, name="tpu"):
     """Google TPU."""
 
     __slots__ = ()
-    name: ClassVar[str] = "tpu"
 
 
-class CUDA(_Versioned):
+class CUDA(_Versioned, name="cuda", prefix="cu"):
     """CUDA ``cu{M}{m}``: ``cu128`` is CUDA 12.8."""
 
     __slots__ = ()
-    name: ClassVar[str] = "cuda"
-    prefix: ClassVar[str] = "cu"
 
 
-class ROCm(_Versioned):
+class ROCm(_Versioned, name="rocm"):
     """ROCm ``rocm{M}{m}``: ``rocm71`` is ROCm 7.1."""
 
     __slots__ = ()
-    name: ClassVar[str] = "rocm"
-    prefix: ClassVar[str] = "rocm"
 
 
-class XPU(_Versioned):
+class XPU(_Versioned, name="xpu"):
     """Intel XPU ``xpu{YYYY}{m}``: ``xpu20253`` is oneAPI 2025.3."""
 
     __slots__ = ()
-    name: ClassVar[str] = "xpu"
-    prefix: ClassVar[str] = "xpu"
 
 
-class CANN(_Versioned):
+class CANN(_Versioned, name="cann"):
     """Huawei Ascend CANN ``cann{M}{m}`` (its noarch builds are ``torch-npu``)."""
 
     __slots__ = ()
-    name: ClassVar[str] = "cann"
-    prefix: ClassVar[str] = "cann"
 
 
 Backend = CPU | Metal | Neuron | TPU | CUDA | ROCm | XPU | CANN
@@ -177,27 +172,22 @@ class Torch:
         return f"{base}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
 
 
-class TorchStableAbi(_Versioned):
+class TorchStableAbi(_Versioned, name="torch-stable-abi"):
     """torch's stable ABI, ``torch-stable-abi{M}{m}``: loads on that torch version and every newer one."""
 
     __slots__ = ()
-    name: ClassVar[str] = "torch-stable-abi"
-    prefix: ClassVar[str] = "torch-stable-abi"
 
 
-class TvmFfi(_Versioned):
+class TvmFfi(_Versioned, name="tvm-ffi"):
     """apache-tvm-ffi, ``tvm-ffi{M}{m}`` (``tvm-ffi01`` is 0.1): loads only on that tvm-ffi version."""
 
     __slots__ = ()
-    name: ClassVar[str] = "tvm-ffi"
-    prefix: ClassVar[str] = "tvm-ffi"
 
 
-class TorchNoarch(_Fixed):
+class TorchNoarch(_Fixed, name="torch"):
     """The versionless torch framework of noarch variants."""
 
     __slots__ = ()
-    name: ClassVar[str] = "torch"
 
 
 Framework = Torch | TorchStableAbi | TvmFfi
