@@ -11,7 +11,7 @@ from kernlock import project as projects
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect, detect_with_facts
 from kernlock.errors import DuplicateSpecError, ForeignLockError, KernlockError, LockError, ProjectError
-from kernlock.lockfile import Lock
+from kernlock.lockmodel import Lock
 from kernlock.project import Pin, Project, Requirement, Spec
 from kernlock.resolver import Upgrade, latest_version, resolve
 from kernlock.variants import RULE

@@ -59,7 +59,7 @@ from kernlock import __version__, interrupt, names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import HubError, IntegrityError, KernlockError, NotFoundError, SpecError, UnknownRevisionError
 from kernlock.hfenv import cache_root as cache_root  # here too: where it always was
-from kernlock.lockfile import LockedFile
+from kernlock.lockmodel import LockedFile
 from kernlock.variants import check_variant_name
 
 

@@ -21,7 +21,7 @@ from kernlock.environment import Environment, detect
 from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.foreign import ForeignPin
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
 from kernlock.project import Pin, Project, Requirement
 from kernlock.resolver import resolve
 

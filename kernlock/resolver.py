@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts, normalized
+from kernlock.lockfile import normalized
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
 from kernlock.project import Project
 
 TYPE_CHECKING = False

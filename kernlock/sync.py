@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kernlock import hfenv, interrupt, names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor

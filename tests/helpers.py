@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from kernlock import variant_types, variants
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock, LockedKernel
+from kernlock.lockmodel import Lock, LockedKernel
 from kernlock.testing import Catalog, HubServer, create_kernel_repo, read_identity
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"

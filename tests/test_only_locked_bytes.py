@@ -31,7 +31,7 @@ from helpers import CPU_ENV, run_cli, write_pyproject
 from kernlock import api
 from kernlock import sync as syncing
 from kernlock.errors import IntegrityError, NotSyncedError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import Catalog, HubServer, read_identity
 
 ACTIVATION = "kernels-community/activation"

@@ -35,7 +35,7 @@ from helpers import (
 
 from kernlock import lockfile, sync
 from kernlock.hooks_kernels import satisfies
-from kernlock.lockfile import Lock
+from kernlock.lockmodel import Lock
 from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
 
 FA2 = "kernels-community/flash-attn2"
