@@ -15,8 +15,8 @@ from kernlock.environment import Environment
 from kernlock.errors import KernlockError
 from kernlock.hub import Hub
 from kernlock.lockmodel import Lock, LockedKernel
-from kernlock.project import Project
-from kernlock.resolver import Upgrade, latest_version, resolve
+from kernlock.project import Project, Upgrade
+from kernlock.resolver import latest_version, resolve
 
 
 @dataclass(frozen=True)

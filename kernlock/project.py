@@ -93,6 +93,17 @@ class Spec:
         return cls(repo, rev or None)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Upgrade:
+    """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
+
+    all: bool = False
+    kernels: frozenset[str] = frozenset()
+
+    def allows(self, repo: str) -> bool:
+        return self.all or repo in self.kernels
+
+
 @dataclass
 class Project:
     """A project directory and its parsed [tool.kernlock] table."""

@@ -21,7 +21,7 @@ from kernlock.errors import (
     SpecError,
 )
 from kernlock.hub import Hub
-from kernlock.resolver import Upgrade
+from kernlock.project import Upgrade
 from kernlock.testing import Catalog, HubServer, move_branch, standard_variants
 
 CU126 = "torch210-cxx11-cu126-x86_64-linux"
