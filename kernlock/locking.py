@@ -90,7 +90,7 @@ def read_lock(project: Project) -> Lock:
             f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
             "the project folder."
         )
-    foreign.check_project(project.root)
+    foreign.check_project(project)
     return lockfile.read(project.lockfile)
 
 
@@ -128,7 +128,7 @@ def lock_project(
             f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
             "project folder."
         )
-    foreign.check_project(project.root)
+    foreign.check_project(project)
     for name in upgrade.kernels:
         if name not in project.requirements:
             raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")
@@ -207,7 +207,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
-    foreign.check_project(project.root)
+    foreign.check_project(project)
     hub = hub_client(hub)
     environments = target_environments(project)
     added: dict[str, str] = {}
@@ -243,7 +243,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     interrupt.reset()
     names = [Spec.parse(name).repo for name in names]
     project = projects.load(projects.locate(root))
-    foreign.check_project(project.root)
+    foreign.check_project(project)
     unknown = [name for name in names if name not in project.requirements]
     if unknown:
         known = ", ".join(sorted(project.requirements)) or "none"
