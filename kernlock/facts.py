@@ -177,7 +177,7 @@ def _macos(value: object, os: str) -> Version | None:
 
 def detect(backend: str, os: str) -> Facts:
     """This machine's facts: the interpreter, installed kernels and apache-tvm-ffi, macOS version, and (CUDA
-    backends only, importing torch) the compute capabilities of the visible GPUs."""
+    backends only: from the driver, else torch) the compute capabilities of the visible GPUs."""
     return Facts(
         cuda_capabilities=_detect_capabilities() if backend.startswith("cu") else None,
         python=_detect_python(),
@@ -213,6 +213,16 @@ def _detect_macos() -> Version | None:
 
 
 def _detect_capabilities() -> tuple[str, ...] | None:
+    """The visible GPUs' capabilities: from the driver (NVML, no torch import), else from torch."""
+    from kernlock.gpus import nvml_capabilities
+
+    found = nvml_capabilities()
+    if found is not None:
+        return found or None
+    return _torch_capabilities()
+
+
+def _torch_capabilities() -> tuple[str, ...] | None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
