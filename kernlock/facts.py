@@ -195,11 +195,12 @@ def _detect_python() -> str:
 
 
 def _installed_version(distribution: str) -> Version | None:
-    import importlib.metadata
+    from kernlock import distributions
 
+    found = distributions.version(distribution)
     try:
-        return Version(importlib.metadata.version(distribution))
-    except (importlib.metadata.PackageNotFoundError, InvalidVersion):
+        return None if found is None else Version(found)
+    except InvalidVersion:
         return None
 
 
