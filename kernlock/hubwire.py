@@ -132,7 +132,8 @@ class Response:
             return self.chunks()
         handle = open(self.file, "rb")  # noqa: SIM115 (closed by the server through the wrapper)
         handle.seek(self.offset)
-        return wrapper(handle, CHUNK)
+        body: Iterable[bytes] = wrapper(handle, CHUNK)  # PEP 3333: an iterable of bytes
+        return body
 
 
 class Abort(Exception):

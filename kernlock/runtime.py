@@ -182,7 +182,7 @@ class _PostImportFinder:
             return None
         loader = spec.loader
         original = getattr(loader, "exec_module", None)
-        if original is None:
+        if loader is None or original is None:
             return spec
 
         def exec_module(module: ModuleType) -> None:
@@ -190,7 +190,7 @@ class _PostImportFinder:
             installer(module)
 
         try:
-            loader.exec_module = exec_module  # type: ignore[union-attr]
+            loader.exec_module = exec_module  # type: ignore[method-assign]  # wrapping it is the point
         except AttributeError:  # pragma: no cover - a loader without __dict__: hooks install on the next activate
             return spec
         return spec
@@ -212,10 +212,12 @@ def _watch() -> None:
 def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> dict[str, str]:
     """The environment for `kernlock run`: the lock (checked now, so errors come before CMD starts), the mode,
     and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD."""
+    from pathlib import Path
+
     from kernlock import lockfile as lockfiles
 
     path = find_lockfile(lockfile)
-    lockfiles.read(path)
+    lockfiles.read(Path(path))
     env = dict(os.environ)
     env["KERNLOCK_LOCKFILE"] = path
     chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")

@@ -23,7 +23,7 @@ _ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 _COMPACT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
-class InlineTables(list):
+class InlineTables(list[Any]):
     """A list of tables written as one multiline array of inline tables instead of an array of tables."""
 
 
