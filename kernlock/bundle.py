@@ -32,6 +32,23 @@ from kernlock import lockfile, names
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 
+__all__ = [
+    "FORMAT",
+    "LOCK",
+    "MANIFEST",
+    "MANIFEST_HASH",
+    "ROOT",
+    "VERSION",
+    "Bundle",
+    "BundleError",
+    "Member",
+    "Pair",
+    "load",
+    "manifest_for",
+    "member_name",
+    "write",
+]
+
 FORMAT = "kernlock-bundle"
 VERSION = 1
 ROOT = "kernlock-bundle"

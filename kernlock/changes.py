@@ -12,6 +12,8 @@ from typing import Any
 
 from kernlock.lockfile import Lock, LockedKernel
 
+__all__ = ["SHORT", "Change", "LockDiff", "diff"]
+
 SHORT = 8
 
 

@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+__all__ = ["cache_root", "hub_cache", "offline", "repo_folder"]
+
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 

@@ -23,6 +23,8 @@ from kernlock import lockfile
 from kernlock.errors import LockError
 from kernlock.lockfile import LockedKernel
 
+__all__ = ["INDEX_VERSION", "LockView", "read"]
+
 INDEX_VERSION = 1
 _HEAD = 4096  # the content-hash line is among the first lines
 

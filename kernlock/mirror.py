@@ -26,6 +26,19 @@ from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.hubwire import Abort, Call, Entry, Lfs, Response, error, json_response
 from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 
+__all__ = [
+    "Catalog",
+    "MirrorApp",
+    "Repo",
+    "ServedFile",
+    "Snapshot",
+    "Source",
+    "from_bundle",
+    "from_cache",
+    "run",
+    "stamp",
+]
+
 _EPOCH = "1970-01-01T00:00:00.000Z"  # the lock records no commit dates
 _REPO_TYPES = ("kernels", "models", "datasets", "spaces")
 

@@ -19,6 +19,8 @@ from kernlock.lockfile import Lock, LockedKernel
 from kernlock.project import Project
 from kernlock.resolver import Upgrade, latest_version, resolve
 
+__all__ = ["Moved", "Report", "Row", "report"]
+
 
 @dataclass(frozen=True)
 class Moved:

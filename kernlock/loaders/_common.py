@@ -13,6 +13,20 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+__all__ = [
+    "MARK",
+    "Patcher",
+    "clear_revision_caches",
+    "find",
+    "has_params",
+    "hook_version_ref",
+    "hooked",
+    "read_call",
+    "signature",
+    "uses_global",
+    "wrap",
+]
+
 MARK = "__kernlock_hook__"
 
 

@@ -27,6 +27,8 @@ from kernlock.loaders._common import (
     wrap,
 )
 
+__all__ = ["CALLS", "NAME", "RESOLVERS", "SEAMS", "install", "missing"]
+
 NAME = "resolver"
 RESOLVERS = ("HubResolver", "HubCacheResolver", "LockedHubResolver", "LockedHubCacheResolver")
 

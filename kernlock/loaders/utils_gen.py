@@ -37,6 +37,8 @@ from kernlock.loaders._common import (
     wrap,
 )
 
+__all__ = ["CALLS", "NAME", "SEAMS", "install", "missing"]
+
 NAME = "utils"
 
 #: (module, attribute path, parameters it must take) of every seam this adapter patches.

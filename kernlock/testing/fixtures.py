@@ -59,6 +59,7 @@ __all__ = [
     "cuda_archs",
     "export_revision",
     "hub_variants",
+    "is_noarch",
     "is_python_build",
     "kernel_repo_path",
     "move_branch",

@@ -9,6 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+__all__ = ["MirrorProcess", "client_env", "free_port", "tree_rss"]
+
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""

@@ -42,7 +42,17 @@ from kernlock.hubwire import ranged as _ranged
 from kernlock.hubwire import split_revision as _split_revision
 from kernlock.hubwire import status_line as _status_line
 
-__all__ = ["ConnectionDropped", "Faults", "HubServer", "Request", "RequestLog", "Transform", "make_app"]
+__all__ = [
+    "ConnectionDropped",
+    "Faults",
+    "GitError",
+    "HubApp",
+    "HubServer",
+    "Request",
+    "RequestLog",
+    "Transform",
+    "make_app",
+]
 
 _K = TypeVar("_K")
 _T = TypeVar("_T")
