@@ -228,7 +228,7 @@ def test_the_wheel_ships_py_typed_and_the_testing_hub(tmp_path: Path) -> None:
     """What `pip install kernlock` gets: the type information (py.typed) and the supported test Hub."""
     build = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path)]
     done = subprocess.run([sys.executable, "-m", "pip", *build, str(PACKAGE.parent)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, "building the wheel failed (hatchling is in the test extra):\n" + done.stderr[-3000:]
     [wheel] = tmp_path.glob("kernlock-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"kernlock/py.typed", "kernlock/testing/__init__.py", "kernlock/testing/server.py"} <= names
