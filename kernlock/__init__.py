@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["__version__", "activate"]
+
 __version__ = "0.1.0"
 
 

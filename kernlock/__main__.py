@@ -2,4 +2,6 @@
 
 from kernlock.cli import main
 
+__all__: list[str] = []
+
 main()

@@ -5,14 +5,17 @@ so ``kernlock.activate(lockfile=..., mode=...)`` keeps working after ``import ke
 ``kernlock run``, which imports it in every process).
 """
 
+import os
 import sys
 import types
 
 from kernlock import runtime
 
+__all__: list[str] = []  # importing it is the API; calling it is kernlock.runtime.activate
+
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, lockfile=None, mode=None):
+    def __call__(self, lockfile: str | os.PathLike[str] | None = None, mode: str | None = None) -> runtime.Settings:
         """Same as :func:`kernlock.runtime.activate`."""
         return runtime.activate(lockfile=lockfile, mode=mode)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = ["write_bytes_atomic", "write_text_atomic"]
+
 
 def _mode_for(path: Path) -> int:
     """The permission bits to give the new file: the old file's, else what a plain open() would give."""

@@ -32,6 +32,23 @@ from kernlock import lockfile, names
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 
+__all__ = [
+    "FORMAT",
+    "LOCK",
+    "MANIFEST",
+    "MANIFEST_HASH",
+    "ROOT",
+    "VERSION",
+    "Bundle",
+    "BundleError",
+    "Member",
+    "Pair",
+    "load",
+    "manifest_for",
+    "member_name",
+    "write",
+]
+
 FORMAT = "kernlock-bundle"
 VERSION = 1
 ROOT = "kernlock-bundle"
@@ -152,7 +169,7 @@ def _add_verified(
         if os.fstat(handle.fileno()).st_size != locked.size:
             raise IntegrityError(_changed(entry, variant, locked, source))
         reader = _HashingReader(handle, locked)
-        tar.addfile(_info(name, locked.size), reader)  # type: ignore[arg-type]
+        tar.addfile(_info(name, locked.size), reader)
     if f"{locked.algorithm}:{reader.digest.hexdigest()}" != locked.hash:
         raise IntegrityError(_changed(entry, variant, locked, source))
 
@@ -187,6 +204,7 @@ class Bundle:
         self.endpoint = f"the bundle {self.path}"
         self.members: dict[str, Member] = {}
         self.manifest: dict[str, Any] = {}
+        self._files: list[dict[str, Any]] = []
         self.lock_bytes = b""
         self._scan()
         text = self.lock_bytes.decode("utf-8", "replace")
@@ -197,7 +215,7 @@ class Bundle:
 
     @property
     def files(self) -> list[dict[str, Any]]:
-        return self.manifest["files"]
+        return self._files
 
     @property
     def environments(self) -> list[str]:
@@ -264,6 +282,7 @@ class Bundle:
             data = json.loads(raw)
             assert data["format"] == FORMAT and data["version"] == VERSION, "format"
             files = data["files"]
+            assert isinstance(files, list), "files"
             assert isinstance(data["lock-sha256"], str), "lock-sha256"
             envs = data["environments"]
             assert isinstance(envs, list) and all(isinstance(e, str) for e in envs), "environments"
@@ -273,7 +292,7 @@ class Bundle:
                 assert f["member"] == f"{ROOT}/files/{f['repo']}/{f['commit']}/build/{f['variant']}/{f['path']}"
         except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as err:
             raise self._fail(f"its manifest is not a kernlock bundle manifest of version {VERSION} ({err})") from err
-        self.manifest = data
+        self.manifest, self._files = data, files
         self._sizes = {f["member"]: f["size"] for f in files}
         expected.update(self._sizes)
 

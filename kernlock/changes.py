@@ -8,8 +8,11 @@ environments it gained or lost and the variants that changed are listed below it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kernlock.lockmodel import Lock, LockedKernel
+
+__all__ = ["SHORT", "Change", "LockDiff", "diff"]
 
 SHORT = 8
 
@@ -41,7 +44,7 @@ class Change:
             f"{self.new.commit[:SHORT]}{_via(self.new)}"
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "change": self.kind,
             "repo": self.repo,
@@ -72,7 +75,7 @@ class LockDiff:
             out += [f"  {detail}" for detail in change.details]
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "added_environments": list(self.added_environments),
             "removed_environments": list(self.removed_environments),
@@ -156,7 +159,7 @@ def _via(entry: LockedKernel) -> str:
     return f" (dependency of {', '.join(entry.required_by)})" if entry.required_by else ""
 
 
-def _summary(entry: LockedKernel | None) -> dict | None:
+def _summary(entry: LockedKernel | None) -> dict[str, Any] | None:
     if entry is None:
         return None
     return {

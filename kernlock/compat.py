@@ -10,6 +10,20 @@ from pathlib import Path
 
 from packaging.version import Version
 
+__all__ = [
+    "FIRST_KERNEL_REPO_LOADER",
+    "GENERATIONS",
+    "INSTALL_KERNELS",
+    "INSTALL_PAIR",
+    "SUPPORTED",
+    "SUPPORTED_KERNELS",
+    "SUPPORTED_TRANSFORMERS",
+    "Gate",
+    "installed",
+    "legacy_loader",
+    "transformers_gate",
+]
+
 SUPPORTED_KERNELS = "kernels >= 0.15.2 (tested: 0.15.2, 0.16.2, 0.17.2)"
 INSTALL_KERNELS = "`pip install -U kernlock` (a kernlock that knows this loader)"
 SUPPORTED_TRANSFORMERS = "transformers 5.13 - 5.22 with the kernels they accept; 5.23+ with kernels >= 0.18.2"

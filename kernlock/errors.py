@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "ActivationError",
+    "DuplicateSpecError",
+    "EnvironmentStringError",
+    "ForeignLockError",
+    "HubError",
+    "IntegrityError",
+    "KernlockError",
+    "LockError",
+    "NotFoundError",
+    "NotSyncedError",
+    "ProjectError",
+    "ResolutionError",
+    "SpecError",
+    "UnknownRevisionError",
+]
+
 
 class KernlockError(Exception):
     """A failure the user can fix; ``str(err)`` says what is wrong and the command that fixes it."""

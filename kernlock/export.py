@@ -14,6 +14,8 @@ from kernlock.errors import KernlockError, ProjectError
 from kernlock.foreign import ForeignPin, looks_like_json_lock, render_json_lock
 from kernlock.lockmodel import Lock
 
+__all__ = ["FORMATS", "export", "kernels_pins"]
+
 FORMATS = ("kernels",)
 
 

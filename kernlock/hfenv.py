@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+__all__ = ["cache_root", "hub_cache", "offline", "repo_folder"]
+
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
@@ -18,7 +20,7 @@ def hub_cache() -> str:
     """``huggingface_hub.constants.HF_HUB_CACHE``."""
     constants = sys.modules.get("huggingface_hub.constants")
     if constants is not None:
-        return constants.HF_HUB_CACHE
+        return str(constants.HF_HUB_CACHE)
     home = os.path.join(os.path.expanduser("~"), ".cache")
     hf_home = os.path.expandvars(
         os.path.expanduser(os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", home), "huggingface")))

@@ -9,7 +9,10 @@ load of a locked repo gets is decided here, in one place, whatever the adapter:
   lock does not satisfy, another backend), and the verified variant folder (fetched exactly when not synced);
 * :func:`locked_entry` — the same policy for a seam that only needs to know whether a repo is locked;
 * :func:`locked_builds` — every locked build of this environment, verified (the ``LOCAL_KERNELS`` fallback);
-* :func:`install` — probe and install the adapter, then check kernels that were loaded before activation.
+* :func:`check_preloaded` — kernels loaded before activation must be the locked builds.
+
+:func:`kernlock.runtime.activate` installs the adapter (:func:`kernlock.loaders.install`), then runs
+:func:`check_preloaded`; this module reads the activation from :mod:`kernlock.activated`, never from runtime.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from kernlock import runtime
+from kernlock import activated
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedKernel, LockedVariant
 
@@ -29,18 +32,24 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.lockindex import LockView
 
+__all__ = [
+    "Located",
+    "active",
+    "check_preloaded",
+    "locate",
+    "locked_builds",
+    "locked_entry",
+    "note_version",
+    "origin_of",
+    "pinned_by_kernlock",
+    "satisfies",
+    "strict",
+    "warn_once",
+]
+
 logger = logging.getLogger("kernlock")
 
 _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retries connection errors)
-
-
-def install(kernels: ModuleType) -> None:
-    """Hook the installed ``kernels`` (probing its generation; falling back to ``LOCAL_KERNELS`` for a loader
-    kernlock does not know), then check kernels that were loaded before activation."""
-    from kernlock import loaders
-
-    loaders.install(kernels)
-    _check_preloaded(kernels)
 
 
 # -- the state of one activation ------------------------------------------------------------------------------
@@ -76,7 +85,7 @@ pinned_by_kernlock: dict[str, str] = {}
 
 def active() -> bool:
     """True when kernlock is activated in this process."""
-    return runtime.settings() is not None
+    return activated.settings() is not None
 
 
 def _backend_name() -> str | None:
@@ -92,15 +101,15 @@ def _current() -> _State:
     """The state of the current activation (the lock is read and the environment detected once)."""
     global _state
     with _guard:
-        if _state is None or _state.generation != runtime.generation:
+        if _state is None or _state.generation != activated.generation:
             from kernlock import lockindex
             from kernlock.environment import detect
 
-            settings = runtime.settings()
+            settings = activated.settings()
             assert settings is not None
             environment = str(detect())
             view = lockindex.read(settings.lockfile, environment)  # this environment's entries only
-            _state = _State(runtime.generation, view, environment, _backend_name())
+            _state = _State(activated.generation, view, environment, _backend_name())
             _warn_local_overrides(_state)
         return _state
 
@@ -119,7 +128,7 @@ def _warn_local_overrides(state: _State) -> None:
 
 
 def _strict() -> bool:
-    settings = runtime.settings()
+    settings = activated.settings()
     return settings is None or settings.mode == "strict"
 
 
@@ -138,7 +147,7 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
     """The entry serving ``repo`` here; None for an unlocked repo in warn mode; ActivationError otherwise
     (an unlocked repo in strict mode, or this environment not in the lock). ``asked`` words the request."""
     state = _current()
-    settings = runtime.settings()
+    settings = activated.settings()
     assert settings is not None
     if repo not in state.lock.repos:
         message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {repo}`" + (
@@ -240,7 +249,7 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
             return path
         from kernlock import hfenv, sync
 
-        settings = runtime.settings()
+        settings = activated.settings()
         full = settings is not None and settings.verify == "full"
         try:
             path = sync.check_variant(entry, variant, full=full)
@@ -264,7 +273,7 @@ def locked_builds() -> tuple[dict[str, Path], dict[str, str]]:
     """Every repo locked for this environment -> its verified folder (fetched when not synced), and the repos
     that cannot be served -> why (the message of the error a load would raise)."""
     state = _current()
-    settings = runtime.settings()
+    settings = activated.settings()
     assert settings is not None
     builds: dict[str, Path] = {}
     problems: dict[str, str] = {}
@@ -286,9 +295,9 @@ def strict() -> bool:
     return _strict()
 
 
-def _check_preloaded(kernels: ModuleType) -> None:
+def check_preloaded(kernels: ModuleType) -> None:
     """A locked repo that kernels loaded before activation must be the locked build."""
-    if runtime.settings() is None:
+    if activated.settings() is None:
         return
     try:
         loaded = [k for k in kernels.get_loaded_kernels() if getattr(k, "repo_info", None) is not None]

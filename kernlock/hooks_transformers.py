@@ -19,6 +19,8 @@ from typing import Any
 from kernlock.compat import SUPPORTED_TRANSFORMERS
 from kernlock.errors import KernlockError
 
+__all__ = ["install", "kernlock_error_in", "surface_kernlock_errors"]
+
 logger = logging.getLogger("kernlock")
 
 _METHOD = "_check_and_adjust_attn_implementation"

@@ -22,6 +22,35 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode
 
+__all__ = [
+    "CHUNK",
+    "LFS_HEADER",
+    "MAX_BODY",
+    "REF_KINDS",
+    "Abort",
+    "Call",
+    "Entry",
+    "Headers",
+    "Lfs",
+    "Response",
+    "error",
+    "fake_oid",
+    "file_headers",
+    "flag",
+    "git_blob_id",
+    "join",
+    "json_response",
+    "lfs_pointer",
+    "listing",
+    "page",
+    "parse_range",
+    "ranged",
+    "read_file",
+    "send",
+    "split_revision",
+    "status_line",
+]
+
 _T = TypeVar("_T")
 LFS_HEADER = b"version https://git-lfs.github.com/spec/v1\n"
 REF_KINDS = ("heads", "tags", "pr", "convert")
@@ -132,7 +161,8 @@ class Response:
             return self.chunks()
         handle = open(self.file, "rb")  # noqa: SIM115 (closed by the server through the wrapper)
         handle.seek(self.offset)
-        return wrapper(handle, CHUNK)
+        body: Iterable[bytes] = wrapper(handle, CHUNK)  # PEP 3333: an iterable of bytes
+        return body
 
 
 class Abort(Exception):

@@ -12,6 +12,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
+__all__ = [
+    "Cancelled",
+    "Interrupted",
+    "cancel",
+    "cancelled",
+    "check",
+    "install_handlers",
+    "reset",
+    "sleep",
+    "worker_pool",
+]
+
 _cancelled = threading.Event()
 
 

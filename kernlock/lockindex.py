@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kernlock import lockfile
+from kernlock.errors import LockError
 from kernlock.lockmodel import LockedKernel
+
+__all__ = ["INDEX_VERSION", "LockView", "read"]
 
 INDEX_VERSION = 1
 _HEAD = 4096  # the content-hash line is among the first lines
@@ -57,7 +60,7 @@ def read(path: str, environment: str) -> LockView:
     cached = _load(index, path, environment, key, recorded)
     if cached is not None:
         return cached
-    lock = lockfile.read(path, canonical=False)
+    lock = lockfile.read(Path(path), canonical=False)
     entries = []
     for kernel in lock.kernels:
         variant = kernel.variant_for(environment)
@@ -114,7 +117,7 @@ def _load(index: str, path: str, environment: str, key: list[int], recorded: str
             return None
         entries = [lockfile.entry_from_table(table, path) for table in data["kernel"]]
         return LockView(environment, tuple(data["environments"]), list(data["repos"]), entries)
-    except (OSError, ValueError, KeyError, TypeError, lockfile.LockError):
+    except (OSError, ValueError, KeyError, TypeError, LockError):
         return None  # no index yet, or one this kernlock does not read: derive it again
 
 

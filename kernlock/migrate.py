@@ -25,6 +25,8 @@ from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
 from kernlock.project import Pin, Project, Requirement
 from kernlock.resolver import resolve
 
+__all__ = ["ImportResult", "Outcome", "import_project"]
+
 _ADD_VERSION = re.compile(r"`kernlock add ([\w.-]+/[\w.-]+)@v(\d+)`")
 
 

@@ -24,7 +24,20 @@ from urllib.parse import unquote
 from kernlock import hubwire, names
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.hubwire import Abort, Call, Entry, Lfs, Response, error, json_response
-from kernlock.lockmodel import Lock, LockedFile
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
+
+__all__ = [
+    "Catalog",
+    "MirrorApp",
+    "Repo",
+    "ServedFile",
+    "Snapshot",
+    "Source",
+    "from_bundle",
+    "from_cache",
+    "run",
+    "stamp",
+]
 
 _EPOCH = "1970-01-01T00:00:00.000Z"  # the lock records no commit dates
 _REPO_TYPES = ("kernels", "models", "datasets", "spaces")
@@ -74,6 +87,10 @@ class Repo:
     refs: dict[str, str] = field(default_factory=dict)
 
 
+#: Where a locked file's bytes are: (file, offset of the bytes in it).
+Source = Callable[[LockedKernel, LockedVariant, LockedFile], tuple[Path, int]]
+
+
 class Catalog:
     """What the mirror serves, built from a lock and the verified files."""
 
@@ -81,7 +98,7 @@ class Catalog:
         self.repos: dict[str, Repo] = {}
         self.skipped: list[str] = []  # "repo variant: why" of locked variants not served
 
-    def add(self, lock: Lock, source: Callable[[Any, Any, LockedFile], tuple[Path, int]], pairs: Iterable) -> None:
+    def add(self, lock: Lock, source: Source, pairs: Iterable[tuple[LockedKernel, LockedVariant]]) -> None:
         """Serve every (entry, variant) of ``pairs``; ``source`` says where each file's bytes are."""
         for entry, variant in pairs:
             repo = self.repos.setdefault(entry.repo, Repo(entry.repo))
@@ -90,9 +107,9 @@ class Catalog:
                 file, offset = source(entry, variant, locked)
                 snapshot.add(f"build/{variant.name}/{locked.path}", locked, file, offset)
         for entry in lock.kernels:
-            repo = self.repos.get(entry.repo)
-            if repo is not None and entry.commit in repo.snapshots and entry.ref and entry.ref != entry.commit:
-                repo.refs[entry.ref] = entry.commit
+            served = self.repos.get(entry.repo)
+            if served is not None and entry.commit in served.snapshots and entry.ref and entry.ref != entry.commit:
+                served.refs[entry.ref] = entry.commit
 
     @property
     def file_count(self) -> int:
@@ -109,7 +126,7 @@ def from_bundle(path: Path) -> Catalog:
     pairs = targets(opened.lock, opened.environments)
     opened.check(pairs)
 
-    def source(entry: Any, variant: Any, locked: LockedFile) -> tuple[Path, int]:
+    def source(entry: LockedKernel, variant: LockedVariant, locked: LockedFile) -> tuple[Path, int]:
         member = opened.members[bundles.member_name(entry, variant, locked)]
         return opened.path, member.offset
 
@@ -141,7 +158,7 @@ def from_cache(lock: Lock, cache: Path) -> Catalog:
             continue
         served.append((entry, variant))
 
-    def source(entry: Any, variant: Any, locked: LockedFile) -> tuple[Path, int]:
+    def source(entry: LockedKernel, variant: LockedVariant, locked: LockedFile) -> tuple[Path, int]:
         # check_variant proved the link a symlink to its verified blob in the cache (or a verified copy)
         return names.under(syncing.variant_path(entry, variant, cache), *locked.path.split("/")), 0
 
@@ -241,7 +258,13 @@ class MirrorApp:
         commit = self._commit_for(repo, rev)
         files = [f.entry.sibling() for f in sorted(repo.snapshots[commit].files.values(), key=lambda f: f.entry.path)]
         author = repo.repo_id.split("/")[0]
-        data = {"_id": commit[:24], "id": repo.repo_id, "author": author, "sha": commit, "lastModified": _EPOCH}
+        data: dict[str, Any] = {
+            "_id": commit[:24],
+            "id": repo.repo_id,
+            "author": author,
+            "sha": commit,
+            "lastModified": _EPOCH,
+        }
         data.update(private=False, disabled=False, gated=False, downloads=0, likes=0, tags=[], siblings=files)
         return json_response(data)
 

@@ -9,6 +9,7 @@ seen before. Publisher trust is not asked here (`lock --upgrade` checks it, as e
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kernlock import changes
 from kernlock.environment import Environment
@@ -17,6 +18,8 @@ from kernlock.hub import Hub
 from kernlock.lockmodel import Lock, LockedKernel
 from kernlock.project import Project, Upgrade
 from kernlock.resolver import latest_version, resolve
+
+__all__ = ["Moved", "Report", "Row", "report"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Row:
     def outdated(self) -> bool:
         return self.moved is not None or self.gone or self.newer_version or self.upgrade is not None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         e = self.entry
         return {
             "repo": e.repo,
@@ -78,7 +81,7 @@ class Report:
     upgrade: changes.LockDiff  # the whole of what `kernlock lock --upgrade` would change
     upgrade_error: str | None = None  # why `kernlock lock --upgrade` would fail, if it would
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "kernels": [row.as_dict() for row in self.rows],
             "upgrade": self.upgrade.as_dict(),

@@ -11,11 +11,27 @@ from __future__ import annotations
 import os
 import sys
 
+from kernlock import activated
+from kernlock.activated import Settings
+
 TYPE_CHECKING = False  # typing is not imported: activation must stay cheap
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
     from typing import Any
+
+__all__ = [
+    "LOCK_NAME",
+    "MODES",
+    "SITECUSTOMIZE",
+    "VERIFY_MODES",
+    "WATCHED",
+    "Settings",
+    "activate",
+    "find_lockfile",
+    "run_environment",
+    "settings",
+]
 
 LOCK_NAME = "kernels.lock"
 MODES = ("strict", "warn")
@@ -59,28 +75,9 @@ finally:
 '''
 
 
-class Settings:
-    """What ``activate`` decided: the lock file, the mode and the verification level."""
-
-    __slots__ = ("lockfile", "mode", "verify")
-
-    def __init__(self, lockfile: str, mode: str, verify: str) -> None:
-        self.lockfile = lockfile
-        self.mode = mode
-        self.verify = verify
-
-    def __repr__(self) -> str:
-        return f"Settings(lockfile={self.lockfile!r}, mode={self.mode!r}, verify={self.verify!r})"
-
-
-_settings: Settings | None = None
-#: Bumped by every ``activate``; the hooks drop what they derived from an older activation.
-generation = 0
-
-
 def settings() -> Settings | None:
     """The current activation, or None when kernlock is not activated in this process."""
-    return _settings
+    return activated.settings()
 
 
 def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = None) -> Settings:
@@ -89,14 +86,12 @@ def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = 
     ``lockfile``: a path, else ``$KERNLOCK_LOCKFILE``, else ``kernels.lock`` in the current directory or a parent.
     ``mode``: ``strict`` or ``warn``, else ``$KERNLOCK_MODE``, else ``strict``. Raises ActivationError.
     """
-    global _settings, generation
     new = Settings(
         find_lockfile(lockfile),
         _choice(mode or os.environ.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)"),
         _choice(os.environ.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY"),
     )
-    _settings = new
-    generation += 1
+    activated.set_settings(new)
     _watch()
     return new
 
@@ -143,9 +138,11 @@ def _error(message: str) -> Exception:
 
 
 def _install_kernels(module: ModuleType) -> None:
-    from kernlock import hooks_kernels
+    """Hook the installed ``kernels`` (:func:`kernlock.loaders.install`), then check kernels it loaded before."""
+    from kernlock import hooks_kernels, loaders
 
-    hooks_kernels.install(module)
+    loaders.install(module)
+    hooks_kernels.check_preloaded(module)
 
 
 def _install_transformers(module: ModuleType) -> None:
@@ -182,7 +179,7 @@ class _PostImportFinder:
             return None
         loader = spec.loader
         original = getattr(loader, "exec_module", None)
-        if original is None:
+        if loader is None or original is None:
             return spec
 
         def exec_module(module: ModuleType) -> None:
@@ -190,7 +187,7 @@ class _PostImportFinder:
             installer(module)
 
         try:
-            loader.exec_module = exec_module  # type: ignore[union-attr]
+            loader.exec_module = exec_module  # type: ignore[method-assign]  # wrapping it is the point
         except AttributeError:  # pragma: no cover - a loader without __dict__: hooks install on the next activate
             return spec
         return spec
@@ -212,10 +209,12 @@ def _watch() -> None:
 def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> dict[str, str]:
     """The environment for `kernlock run`: the lock (checked now, so errors come before CMD starts), the mode,
     and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD."""
+    from pathlib import Path
+
     from kernlock import lockfile as lockfiles
 
     path = find_lockfile(lockfile)
-    lockfiles.read(path)
+    lockfiles.read(Path(path))
     env = dict(os.environ)
     env["KERNLOCK_LOCKFILE"] = path
     chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")

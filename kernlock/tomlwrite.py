@@ -18,12 +18,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+__all__ = ["InlineTables", "dumps", "key", "string", "value"]
+
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 _COMPACT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
-class InlineTables(list):
+class InlineTables(list[Any]):
     """A list of tables written as one multiline array of inline tables instead of an array of tables."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["count", "noun"]
+
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``"1 file"``, ``"2 files"`` (``plural`` for irregular nouns: ``count(2, "entry", "entries")``)."""

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy --strict kernlock
 if [ $# -gt 0 ] || [ "${KERNLOCK_MATRIX:-1}" = 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"
 fi

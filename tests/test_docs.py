@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import tomllib
-from helpers import kernlock_usage_problem
+from helpers import clean_env, kernlock_usage_problem
 
+import kernlock.testing
 from kernlock import lockfile, project
 from kernlock.cli import main
 
@@ -76,6 +78,33 @@ def test_toml_blocks_parse_and_kernlock_tables_validate(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("path", "block"), blocks("python"), ids=lambda v: getattr(v, "name", "block"))
 def test_python_blocks_compile(path: Path, block: str) -> None:
     compile(block, str(path), "exec")
+
+
+TESTING_HUB = ROOT / "docs" / "testing-hub.md"
+
+
+def test_the_testing_hub_example_passes_under_pytest(tmp_path: Path) -> None:
+    """docs/testing-hub.md's example is what a user copies into their CI: as written, it passes under pytest."""
+    [example] = [block for path, block in blocks("python") if path == TESTING_HUB and "def test_" in block]
+    (tmp_path / "test_with_a_local_hub.py").write_text(example)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_with_a_local_hub.py"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 passed" in done.stdout
+
+
+def test_the_testing_hub_doc_lists_every_supported_name() -> None:
+    """The supported surface of kernlock.testing (its ``__all__``) is the list docs/testing-hub.md gives."""
+    text = TESTING_HUB.read_text()
+    table = text[text.index("## Supported names") :].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`([A-Za-z_0-9]+)`", table))
+    assert set(kernlock.testing.__all__) <= listed, set(kernlock.testing.__all__) - listed
+    assert all(hasattr(kernlock.testing, name) for name in kernlock.testing.__all__)
 
 
 def test_readme_links_exist() -> None:

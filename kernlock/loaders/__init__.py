@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from kernlock.loaders._common import Patcher
 
-__all__ = ["Probe", "install", "load_paths", "probe", "probe_files"]
+__all__ = ["COVERAGE", "PATHS", "Adapter", "Probe", "install", "load_paths", "probe", "probe_files"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,26 @@ class Probe:
     missing: tuple[str, ...] = ()
 
 
-def _adapters() -> tuple[Any, ...]:
+class Adapter(Protocol):
+    """What an adapter module defines (:mod:`~kernlock.loaders.resolver_gen`, :mod:`~kernlock.loaders.utils_gen`)."""
+
+    #: The generation it hooks (``resolver``, ``utils``).
+    NAME: str
+    #: (module, attribute path, parameters it must take) of every seam it patches or builds on.
+    SEAMS: tuple[tuple[str, str, tuple[str, ...]], ...]
+    #: (module, function, global it must look up at call time): the call chains its hooks rely on.
+    CALLS: tuple[tuple[str, str, str], ...]
+
+    def missing(self) -> list[str]:
+        """The seams the installed kernels lacks (empty: the adapter fits)."""
+        ...
+
+    def install(self, patcher: Patcher) -> None:
+        """Patch the seams through ``patcher`` (so that a failure halfway can be undone)."""
+        ...
+
+
+def _adapters() -> tuple[Adapter, ...]:
     from kernlock.loaders import resolver_gen, utils_gen
 
     return resolver_gen, utils_gen
@@ -64,7 +83,8 @@ def probe() -> Probe:
         if not lacking:
             return Probe(adapter.NAME, _version(kernels))
         gaps.append(lacking)
-    return Probe("unknown", _version(kernels), tuple(min(gaps, key=len)))
+    fewest = min(gaps, key=len)
+    return Probe("unknown", _version(kernels), tuple(fewest))
 
 
 def probe_files() -> Probe:
@@ -84,7 +104,7 @@ def probe_files() -> Probe:
         return probe()
     package = Path(next(iter(spec.submodule_search_locations)))
     for adapter in _adapters():
-        calls = [(module, fn, ()) for module, fn, _name in getattr(adapter, "CALLS", ())]
+        calls = [(module, fn, ()) for module, fn, _name in adapter.CALLS]
         if all(_defined(package, module, path, params) for module, path, params in (*adapter.SEAMS, *calls)):
             return Probe(adapter.NAME, installed("kernels"))
     return probe()
@@ -114,9 +134,10 @@ def install(kernels: ModuleType) -> str:
     Returns the generation installed, or ``"fallback"``. Never raises for a loader it does not understand."""
     global _installed
     adapters = {adapter.NAME: adapter for adapter in _adapters()}
-    if _installed in adapters:
-        adapters[_installed].install(Patcher())  # hooks are marked: this only clears the revision caches
-        return _installed
+    current = adapters.get(_installed or "")
+    if current is not None:
+        current.install(Patcher())  # hooks are marked: this only clears the revision caches
+        return current.NAME
     version = _version(kernels) or "?"
     if _installed == "fallback":
         from kernlock.loaders import fallback

@@ -13,6 +13,20 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+__all__ = [
+    "MARK",
+    "Patcher",
+    "clear_revision_caches",
+    "find",
+    "has_params",
+    "hook_version_ref",
+    "hooked",
+    "read_call",
+    "signature",
+    "uses_global",
+    "wrap",
+]
+
 MARK = "__kernlock_hook__"
 
 
@@ -46,7 +60,7 @@ def uses_global(fn: Any, name: str) -> bool:
     return code is not None and name in code.co_names
 
 
-def read_call(sig: inspect.Signature | None, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+def read_call(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     """The call's arguments by parameter name (defaults filled in), or None when they do not fit ``sig``."""
     if sig is None:
         return None
@@ -103,7 +117,9 @@ def hook_version_ref(original: Callable[..., Any]) -> Callable[..., Any]:
     """``kernels._versions.resolve_version_spec_as_ref(repo_id, version_spec, ...)`` -> the locked commit as the
     ``GitRefInfo`` the callers read ``target_commit`` of (kernels 0.15, 0.16 and 0.17 alike), without a request."""
 
-    def body(original: Callable[..., Any], sig: inspect.Signature | None, args: tuple, kwargs: dict) -> Any:
+    def body(
+        original: Callable[..., Any], sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         from kernlock import hooks_kernels as policy
 
         call = read_call(sig, args, kwargs) if policy.active() else None

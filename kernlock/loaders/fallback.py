@@ -17,6 +17,8 @@ import logging
 import os
 from pathlib import Path
 
+__all__ = ["NOT_COVERED", "install"]
+
 logger = logging.getLogger("kernlock")
 
 NOT_COVERED = (

@@ -27,6 +27,8 @@ from kernlock.loaders._common import (
     wrap,
 )
 
+__all__ = ["CALLS", "NAME", "RESOLVERS", "SEAMS", "install", "missing"]
+
 NAME = "resolver"
 RESOLVERS = ("HubResolver", "HubCacheResolver", "LockedHubResolver", "LockedHubCacheResolver")
 
@@ -38,6 +40,8 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("kernels.resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
     ("kernels.variants", "parse_variant", ()),
 )
+#: (module, function, global it must look up at call time): none, the resolver classes are the seams.
+CALLS: tuple[tuple[str, str, str], ...] = ()
 
 
 def _metadata() -> Any:
@@ -98,7 +102,9 @@ def _request(owner: Any, call: dict[str, Any]) -> tuple[str, int | None, str | N
 
 
 def _hook_resolve(original: Callable[..., Any], name: str) -> Callable[..., Any]:
-    def body(original: Callable[..., Any], sig: inspect.Signature | None, args: tuple, kwargs: dict) -> Any:
+    def body(
+        original: Callable[..., Any], sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         from kernlock import hooks_kernels as policy
 
         if not policy.active():

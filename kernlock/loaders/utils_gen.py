@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from kernlock.loaders._common import (
@@ -35,6 +36,8 @@ from kernlock.loaders._common import (
     uses_global,
     wrap,
 )
+
+__all__ = ["CALLS", "NAME", "SEAMS", "install", "missing"]
 
 NAME = "utils"
 
@@ -88,10 +91,6 @@ def install(patcher: Patcher) -> None:
     clear_revision_caches()
 
 
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
 def _unreadable(name: str) -> None:
     from kernlock import hooks_kernels as policy
 
@@ -106,7 +105,9 @@ def _hook_variant_path(name: str, dependencies: bool) -> Callable[[Callable[...,
     """``install_kernel`` / ``_resolve_local_variant_path``: the verified variant folder of a locked repo."""
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def body(original: Callable[..., Any], sig: inspect.Signature | None, args: tuple, kwargs: dict) -> Any:
+        def body(
+            original: Callable[..., Any], sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
             from kernlock import hooks_kernels as policy
 
             if not policy.active():
@@ -116,7 +117,11 @@ def _hook_variant_path(name: str, dependencies: bool) -> Callable[[Callable[...,
                 _unreadable(name)
                 return original(*args, **kwargs)
             repo, revision, backend = call.get("repo_id"), call.get("revision"), call.get("backend")
-            if not _is_str(repo) or not _is_str(revision) or not (backend is None or _is_str(backend)):
+            if (
+                not isinstance(repo, str)
+                or not isinstance(revision, str)
+                or not (backend is None or isinstance(backend, str))
+            ):
                 return original(*args, **kwargs)
             located = policy.locate(repo, revision=revision, backend=backend)
             if located is None:  # unlocked, warn mode
@@ -135,7 +140,7 @@ def _hook_variant_path(name: str, dependencies: bool) -> Callable[[Callable[...,
 def _asked_by_caller() -> str:
     """``version=N`` / ``revision=R`` of the kernels function that asked (for a message), from its frame."""
     try:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("kernlock"):
             frame = frame.f_back
         names = dict(frame.f_locals) if frame is not None else {}
@@ -153,12 +158,14 @@ def _hook_trust(original: Callable[..., Any]) -> Callable[..., Any]:
     """The publisher-trust request comes before the version is resolved: none for a locked repo; an unlocked
     repo is refused here in strict mode, before any request."""
 
-    def body(original: Callable[..., Any], sig: inspect.Signature | None, args: tuple, kwargs: dict) -> Any:
+    def body(
+        original: Callable[..., Any], sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         from kernlock import hooks_kernels as policy
 
         call = read_call(sig, args, kwargs) if policy.active() else None
         repo = (call or {}).get("repo_id")
-        if not _is_str(repo) or policy.locked_entry(repo, _asked_by_caller()) is None:
+        if not isinstance(repo, str) or policy.locked_entry(repo, _asked_by_caller()) is None:
             return original(*args, **kwargs)
         return None
 
@@ -168,7 +175,9 @@ def _hook_trust(original: Callable[..., Any]) -> Callable[..., Any]:
 def _hook_import(original: Callable[..., Any]) -> Callable[..., Any]:
     """Record a locked build with its Hub origin (repo, locked commit)."""
 
-    def body(original: Callable[..., Any], sig: inspect.Signature | None, args: tuple, kwargs: dict) -> Any:
+    def body(
+        original: Callable[..., Any], sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         from kernlock import hooks_kernels as policy
 
         call = read_call(sig, args, kwargs) if policy.active() else None
@@ -189,7 +198,9 @@ def _hook_import(original: Callable[..., Any]) -> Callable[..., Any]:
 def _hook_has_kernel(original: Callable[..., Any]) -> Callable[..., Any]:
     """A locked repo has a build here when the lock has one: answered from the verified build, not the Hub."""
 
-    def body(original: Callable[..., Any], sig: inspect.Signature | None, args: tuple, kwargs: dict) -> Any:
+    def body(
+        original: Callable[..., Any], sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         from kernlock import hooks_kernels as policy
 
         call = read_call(sig, args, kwargs) if policy.active() else None
@@ -197,8 +208,12 @@ def _hook_has_kernel(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(*args, **kwargs)
         repo, version, revision, backend = (call.get(k) for k in ("repo_id", "version", "revision", "backend"))
         by_version = isinstance(version, int) and not isinstance(version, bool) and revision is None
-        by_revision = _is_str(revision) and version is None
-        if not _is_str(repo) or not (by_version or by_revision) or not (backend is None or _is_str(backend)):
+        by_revision = isinstance(revision, str) and version is None
+        if (
+            not isinstance(repo, str)
+            or not (by_version or by_revision)
+            or not (backend is None or isinstance(backend, str))
+        ):
             return original(*args, **kwargs)
         located = policy.locate(repo, version=version, revision=revision, backend=backend)
         if located is None:

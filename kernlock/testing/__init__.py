@@ -1,26 +1,62 @@
-"""Test helpers: a Hub-compatible server over git repositories, and fixture builders."""
+"""A local Hugging Face Hub for tests: a Hub-compatible server over real git repositories, and kernel-repo builders.
 
-from kernlock.testing.fixtures import CPU_VARIANT as CPU_VARIANT
-from kernlock.testing.fixtures import HUB_MATRIX as HUB_MATRIX
-from kernlock.testing.fixtures import TRANSFORMERS_FLASH_ATTN2_VERSION as TRANSFORMERS_FLASH_ATTN2_VERSION
-from kernlock.testing.fixtures import Catalog as Catalog
-from kernlock.testing.fixtures import KernelRepo as KernelRepo
-from kernlock.testing.fixtures import add_tag as add_tag
-from kernlock.testing.fixtures import build_benchmark_catalog as build_benchmark_catalog
-from kernlock.testing.fixtures import build_catalog as build_catalog
-from kernlock.testing.fixtures import catalog_matrix as catalog_matrix
-from kernlock.testing.fixtures import create_kernel_repo as create_kernel_repo
-from kernlock.testing.fixtures import export_revision as export_revision
-from kernlock.testing.fixtures import hub_variants as hub_variants
-from kernlock.testing.fixtures import kernel_repo_path as kernel_repo_path
-from kernlock.testing.fixtures import move_branch as move_branch
-from kernlock.testing.fixtures import open_kernel_repo as open_kernel_repo
-from kernlock.testing.fixtures import read_identity as read_identity
-from kernlock.testing.fixtures import set_org_trust as set_org_trust
-from kernlock.testing.fixtures import standard_variants as standard_variants
-from kernlock.testing.fixtures import without_cpu as without_cpu
-from kernlock.testing.server import Faults as Faults
-from kernlock.testing.server import HubServer as HubServer
-from kernlock.testing.server import Request as Request
-from kernlock.testing.server import RequestLog as RequestLog
-from kernlock.testing.server import make_app as make_app
+A supported part of kernlock for users' own CI, not only kernlock's tests (docs/testing-hub.md says why): the
+names in ``__all__`` are its public API, typed (kernlock ships ``py.typed``) and documented. The real, unmodified
+``huggingface_hub``, ``kernels`` and ``transformers`` load from :class:`HubServer` once a child process has
+``HF_ENDPOINT`` pointing at it (:meth:`HubServer.env`). Submodules (``kernlock.testing.server``,
+``kernlock.testing.fixtures``, ``kernlock.testing.mirror_process``) hold more, for kernlock's own tests.
+"""
+
+from kernlock.testing.fixtures import (
+    CPU_VARIANT,
+    HUB_MATRIX,
+    KINDS,
+    TRANSFORMERS_FLASH_ATTN2_VERSION,
+    Catalog,
+    KernelRepo,
+    add_tag,
+    build_benchmark_catalog,
+    build_catalog,
+    catalog_matrix,
+    create_kernel_repo,
+    export_revision,
+    hub_variants,
+    kernel_repo_path,
+    move_branch,
+    open_kernel_repo,
+    read_identity,
+    set_org_trust,
+    standard_variants,
+    without_cpu,
+)
+from kernlock.testing.server import ConnectionDropped, Faults, HubServer, Request, RequestLog, Transform, make_app
+
+__all__ = [
+    "CPU_VARIANT",
+    "HUB_MATRIX",
+    "KINDS",
+    "TRANSFORMERS_FLASH_ATTN2_VERSION",
+    "Catalog",
+    "ConnectionDropped",
+    "Faults",
+    "HubServer",
+    "KernelRepo",
+    "Request",
+    "RequestLog",
+    "Transform",
+    "add_tag",
+    "build_benchmark_catalog",
+    "build_catalog",
+    "catalog_matrix",
+    "create_kernel_repo",
+    "export_revision",
+    "hub_variants",
+    "kernel_repo_path",
+    "make_app",
+    "move_branch",
+    "open_kernel_repo",
+    "read_identity",
+    "set_org_trust",
+    "standard_variants",
+    "without_cpu",
+]

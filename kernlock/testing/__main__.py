@@ -13,6 +13,8 @@ from pathlib import Path
 
 from kernlock.testing.server import HubServer
 
+__all__ = ["main"]
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

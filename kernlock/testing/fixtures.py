@@ -59,6 +59,7 @@ __all__ = [
     "cuda_archs",
     "export_revision",
     "hub_variants",
+    "is_noarch",
     "is_python_build",
     "kernel_repo_path",
     "move_branch",
@@ -1361,7 +1362,10 @@ def read_identity(root: str | os.PathLike[str], repo_id: str, rev: str, variant:
     m = re.search(r"^KERNEL_IDENTITY = (\{.*\})$", source, re.MULTILINE)
     if m is None:
         raise ValueError(f"no KERNEL_IDENTITY in {repo_id}@{rev} build/{variant}")
-    return ast.literal_eval(m.group(1))
+    identity = ast.literal_eval(m.group(1))
+    if not isinstance(identity, dict):
+        raise ValueError(f"KERNEL_IDENTITY of {repo_id}@{rev} build/{variant} is not a dict")
+    return identity
 
 
 def export_revision(

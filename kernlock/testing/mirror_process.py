@@ -9,12 +9,15 @@ import time
 import urllib.request
 from pathlib import Path
 
+__all__ = ["MirrorProcess", "client_env", "free_port", "tree_rss"]
+
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class MirrorProcess:

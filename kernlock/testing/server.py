@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BytesIO
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
 from kernlock.hubwire import LFS_HEADER as _LFS_HEADER
@@ -42,9 +42,22 @@ from kernlock.hubwire import ranged as _ranged
 from kernlock.hubwire import split_revision as _split_revision
 from kernlock.hubwire import status_line as _status_line
 
-__all__ = ["ConnectionDropped", "Faults", "HubServer", "Request", "RequestLog", "Transform", "make_app"]
+__all__ = [
+    "ConnectionDropped",
+    "Faults",
+    "GitError",
+    "HubApp",
+    "HubServer",
+    "Request",
+    "RequestLog",
+    "Transform",
+    "make_app",
+]
 
+_K = TypeVar("_K")
 _T = TypeVar("_T")
+#: Inode, mtime and size of every ref file of a repository (see ``_GitRepo._refs_stamp``).
+_RefsStamp = tuple[tuple[str, int, int, int], ...]
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _LFS_POINTER_MAX = 1024
@@ -226,15 +239,15 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-class _LRU:
+class _LRU(Generic[_K, _T]):
     """A small thread-safe LRU mapping for immutable, commit- or blob-keyed answers."""
 
     def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[Any, Any] = OrderedDict()
+        self._data: OrderedDict[_K, _T] = OrderedDict()
         self._maxsize = maxsize
         self._lock = threading.Lock()
 
-    def get(self, key: Any, compute: Callable[[], _T]) -> _T:
+    def get(self, key: _K, compute: Callable[[], _T]) -> _T:
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)
@@ -243,11 +256,11 @@ class _LRU:
         self.put(key, value)
         return value
 
-    def peek(self, key: Any) -> Any:
+    def peek(self, key: _K) -> _T | None:
         with self._lock:
             return self._data.get(key)
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: _K, value: _T) -> None:
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)
@@ -343,13 +356,13 @@ class _Store:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.env = _git_env()
-        self.snapshots = _LRU(1024)
-        self.commits = _LRU(4096)
-        self.histories = _LRU(256)
-        self.last_commits = _LRU(16384)
-        self.blobs = _LRU(8192)
-        self.known_commits = _LRU(65536)
-        self.refs = _LRU(4096)
+        self.snapshots: _LRU[tuple[str, ...], _Snapshot] = _LRU(1024)
+        self.commits: _LRU[tuple[str, ...], _Commit] = _LRU(4096)
+        self.histories: _LRU[tuple[str, ...], list[_Commit]] = _LRU(256)
+        self.last_commits: _LRU[tuple[str, ...], _Commit] = _LRU(16384)
+        self.blobs: _LRU[str, bytes] = _LRU(8192)
+        self.known_commits: _LRU[tuple[str, ...], bool] = _LRU(65536)
+        self.refs: _LRU[tuple[str, ...], tuple[_RefsStamp, _Refs]] = _LRU(4096)
 
     def repo(self, repo_type: str, org: str, name: str) -> _GitRepo | None:
         if repo_type not in _REPO_TYPES or not (_NAME.fullmatch(org) and _NAME.fullmatch(name)):
@@ -402,7 +415,7 @@ class _GitRepo:
             self.store.refs.put(self._key(), (stamp, refs))
         return refs
 
-    def _refs_stamp(self) -> tuple[tuple[str, int, int, int], ...] | None:
+    def _refs_stamp(self) -> _RefsStamp | None:
         """Inode, mtime and size of every ref file (git replaces a ref file on each update); None: unknown."""
         git_dir = self.path / ".git"
         if not git_dir.is_dir() or (git_dir / "reftable").exists():
@@ -718,7 +731,8 @@ class HubApp:
         counts = {t: self.store.repo_count(t, org) for t in _REPO_TYPES}
         if org not in orgs and not any(counts.values()):
             return _error(404, f"Organization not found: {org}")
-        entry = orgs.get(org) if isinstance(orgs.get(org), dict) else {}
+        found = orgs.get(org)
+        entry: dict[str, Any] = found if isinstance(found, dict) else {}
         data = {
             "name": org,
             "fullname": org,
@@ -748,8 +762,8 @@ class HubApp:
             raise _Abort(_error(404, f"Entry not found: {path}", "EntryNotFound", [commit_header]))
         headers = [commit_header, ("Accept-Ranges", "bytes"), ("Content-Type", "application/octet-stream")]
         if entry.lfs is None:
-            etag = ("ETag", f'"{entry.oid}"')
-            return self._ranged(call, repo.blob(entry.oid), None, entry.size, [*headers, etag])
+            git_etag = ("ETag", f'"{entry.oid}"')
+            return self._ranged(call, repo.blob(entry.oid), None, entry.size, [*headers, git_etag])
         lfs_file = repo.lfs_path(entry.lfs.oid)
         if not lfs_file.is_file():
             message = f"LFS object {entry.lfs.oid} of {path} is missing in {repo.path}"
@@ -989,6 +1003,8 @@ class HubServer:
         if self._httpd is None:
             raise RuntimeError("HubServer is not started")
         host, port = self._httpd.server_address[:2]
+        if isinstance(host, bytes):  # typeshed allows it (AF_UNIX); a TCP server binds a str host
+            host = host.decode()
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
 
     def start(self) -> HubServer:
