@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from helpers import CPU_ENV, run_cli, write_pyproject
 
+from kernlock import cache as caches
 from kernlock import interrupt, lockfile
 from kernlock import sync as syncing
 from kernlock.hub import COMMAND_RETRIES, DEFAULT_RETRIES, MAX_LISTING, MAX_READ, Hub
@@ -467,10 +468,10 @@ def test_wrong_file_is_refused_and_removed(
     _one_error(result, hub.url, so.path, words)
     cache = Path(user_env["HF_HUB_CACHE"])
     assert not (syncing.variant_path(entry, variant, cache) / so.path).exists()
-    blobs = syncing.repo_folder(ACTIVATION, cache) / "blobs"
+    blobs = caches.repo_folder(ACTIVATION, cache) / "blobs"
     assert not (blobs / so.digest).exists()
     assert sorted(p.name for p in blobs.glob("*.incomplete")) == []
-    assert not syncing.receipt_path(entry, variant, cache).exists()
+    assert not caches.receipt_path(entry, variant, cache).exists()
 
     hub.faults.clear()
     again = _sync(project, user_env)
