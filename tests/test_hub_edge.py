@@ -1,4 +1,5 @@
-"""The Hub edge (kernlock/hub.py): a broken or hostile Hub, persistent and transient faults, a dead endpoint.
+"""The Hub edge (kernlock/hub.py, hubhttp.py, hubdownload.py): a broken or hostile Hub, persistent and transient
+faults, a dead endpoint.
 
 Every case runs the real CLI in a fresh process against the local Hub, whose answers are rewritten
 (``faults.rewrite``) or faulted (``faults.status/drop/truncate``): the command ends with exit 1 and one `error:`
@@ -23,7 +24,9 @@ from helpers import CPU_ENV, run_cli, write_pyproject
 from kernlock import cache as caches
 from kernlock import interrupt, lockfile
 from kernlock import sync as syncing
-from kernlock.hub import COMMAND_RETRIES, DEFAULT_RETRIES, MAX_LISTING, MAX_READ, Hub
+from kernlock.hub import Hub
+from kernlock.hubanswers import MAX_LISTING, MAX_READ
+from kernlock.hubhttp import COMMAND_RETRIES, DEFAULT_RETRIES
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.server import Transform
 
@@ -494,3 +497,41 @@ def test_a_body_shorter_than_announced_is_resumed(hub: HubServer, user_env: dict
     so = [r.status for r in hub.log.snapshot() if r.path.endswith(".so")]
     assert so == [200, 206]
     assert run_cli("verify", "--project", str(project), env=user_env).returncode == 0
+
+
+# -- what kernlock uses of huggingface_hub ---------------------------------------------------------------------
+
+HUB_MODULES = ("hub.py", "hubanswers.py", "hubhttp.py", "hubdownload.py", "fetch.py")
+
+
+def test_the_hub_layer_uses_only_public_huggingface_hub_names():
+    """Every name kernlock's Hub modules import from huggingface_hub is public and exists in the installed
+    version, and the header builder still takes the keywords kernlock passes: an upstream rename fails here,
+    naming the module and the name, before any user meets it as an ImportError or a TypeError mid-request."""
+    import ast
+    import importlib
+    import inspect
+
+    import kernlock
+
+    imported = []
+    for name in HUB_MODULES:
+        tree = ast.parse((Path(kernlock.__file__).parent / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "huggingface_hub":
+                imported += [(name, node.module, alias.name) for alias in node.names]
+    assert {n for _, _, n in imported} >= {"get_session", "build_hf_headers", "hf_raise_for_status", "hf_hub_url"}
+    private = [f"{where}: {module}.{name}" for where, module, name in imported if name.startswith("_")]
+    assert private == [], "private huggingface_hub names; use a public one or one adapter with a test"
+    missing = [
+        f"{where}: {module}.{name}"
+        for where, module, name in imported
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == [], f"huggingface_hub {importlib.import_module('huggingface_hub').__version__} lacks them"
+
+    from huggingface_hub.utils import build_hf_headers
+
+    assert {"token", "library_name", "library_version"} <= set(inspect.signature(build_hf_headers).parameters)
+    headers = build_hf_headers(token=None, library_name="kernlock", library_version=kernlock.__version__)
+    assert f"kernlock/{kernlock.__version__}" in headers["user-agent"]

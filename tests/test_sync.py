@@ -255,6 +255,20 @@ def test_tampered_and_truncated_files(user_env: dict[str, str], hub: HubServer, 
     assert syncing.check_variant(entry, variant, full=True) == root
 
 
+def test_a_folder_where_the_locked_ref_belongs_does_not_fail_the_sync(
+    user_env: dict[str, str], hub: HubServer, project: Path
+):
+    """``refs/<ref>`` only serves kernels' own ``version=N`` lookup (every locked load is by commit): a cache where
+    it cannot be written (here a folder holds its place) still syncs, and the variant is intact."""
+    lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
+    entry, variant = _entry_variant(lock, ACTIVATION)
+    ref = caches.repo_folder(ACTIVATION) / "refs" / entry.ref
+    (ref / "not-a-ref").mkdir(parents=True)
+    report = syncing.sync(lock, [CPU_ENV], progress=False)
+    assert [v.status for v in report.variants] == ["downloaded"]
+    assert ref.is_dir() and syncing.check_variant(entry, variant, full=True) == report.variants[0].path
+
+
 def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
     entry, variant = _entry_variant(lock, ACTIVATION)
