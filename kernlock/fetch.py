@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache as memoize
@@ -142,7 +141,7 @@ def _link(blob: Path, link: Path, target: str) -> None:
 
     if link.is_dir() and not link.is_symlink():  # a folder where the lock has a file
         shutil.rmtree(link)
-    tmp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = link.with_name(f".{link.name}.{os.urandom(4).hex()}.tmp")  # not uuid: ~5 ms to import
     try:
         os.symlink(target, tmp)
     except OSError:  # no symlinks on this file system: a copy, like huggingface_hub's fallback
