@@ -200,8 +200,8 @@ def read_receipt(path: Path) -> dict[str, Any]:
 def write_receipt(
     entry: LockedKernel, variant: LockedVariant, records: dict[str, Record], cache: Path, *, strict: bool = False
 ) -> None:
-    """Write the receipt atomically; a read-only cache only loses the shortcut (the next check re-hashes)
-    unless ``strict`` (sync, which must leave the cache checkable by stat calls, raises)."""
+    """Write the receipt atomically. A cache that cannot be written (:func:`unwritable`) only loses the shortcut
+    (the next check re-hashes), unless ``strict`` (sync, which must leave the cache checkable by stat calls)."""
     data = {
         "receipt-version": RECEIPT_VERSION,
         "repo": entry.repo,
@@ -213,6 +213,6 @@ def write_receipt(
     try:
         unlink_symlink(path)
         write_bytes_atomic(path, json.dumps(data, indent=1).encode())
-    except OSError:
-        if strict:
+    except OSError as err:
+        if strict or not unwritable(err):
             raise

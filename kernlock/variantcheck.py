@@ -9,6 +9,7 @@ blob) is refused by :func:`check_variant`, reported by ``verify`` and removed by
 from __future__ import annotations
 
 import enum
+import errno
 import importlib.machinery
 import os
 import stat
@@ -28,6 +29,7 @@ from kernlock.cache import (
     read_receipt,
     receipt_path,
     stat_key,
+    unwritable,
     variant_path,
     write_receipt,
 )
@@ -325,14 +327,14 @@ def _not_synced_message(
 
 
 def place_markers(root: Path, paths: Iterable[str], cache: Path, *, strict: bool = False) -> None:
-    """Write kernlock's empty ``__pycache__`` files (an existing entry that is not one is replaced); a read-only
-    cache is skipped unless ``strict`` (Python cannot write bytecode there either, so nothing stale is read)."""
+    """Write kernlock's empty ``__pycache__`` files (an existing entry that is not one is replaced); a cache that
+    cannot be written is skipped unless ``strict`` (Python cannot write bytecode there either)."""
     for rel in paths:
         path = in_variant(root, rel, cache)
         try:
             _make_marker(path)
-        except OSError:
-            if strict:
+        except OSError as err:
+            if strict or not unwritable(err):
                 raise
 
 
@@ -346,7 +348,7 @@ def _make_marker(path: Path) -> None:
             if stat.S_ISREG(st.st_mode) and st.st_size == 0:
                 return
             remove(path)
-    raise FileExistsError(f"{path} keeps being recreated")
+    raise FileExistsError(errno.EEXIST, "something else keeps being created where the marker belongs", str(path))
 
 
 def remove(path: Path) -> None:

@@ -274,6 +274,28 @@ def test_poisoned_kernlock_cache_is_fetched_again(hub: HubServer, user_env: dict
     assert json.loads(tree.read_text())[CPU_ENV][0][0] != "../../../escaped.py"  # the cache is repaired
 
 
+def test_an_answer_cache_that_cannot_be_written_costs_requests_not_the_lock(
+    hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """Folders hold the places of the cached build tree and metadata.json (a cache kernlock cannot write there):
+    the lock still succeeds, byte for byte the same, and each such answer is simply asked again."""
+    write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])
+    assert _lock(project, user_env).returncode == 0
+    good = (project / "kernels.lock").read_text()
+    (entry,) = lockfile.read(project / "kernels.lock").kernels
+    folder = Path(user_env["KERNLOCK_CACHE"]) / "hub" / "kernels-community--activation" / entry.commit
+    for cached in (folder / "build-tree.json", folder / "files" / VARIANT / "metadata.json"):
+        cached.unlink()
+        (cached / "in-the-way").mkdir(parents=True)
+    for _attempt in range(2):
+        (project / "kernels.lock").unlink()
+        hub.log.clear()
+        result = _lock(project, user_env)
+        assert result.returncode == 0, result.stderr
+        assert (project / "kernels.lock").read_text() == good
+        assert hub.log.count(contains="/tree/") == 1 and hub.log.count(contains="metadata.json") == 1
+
+
 def test_cache_symlink_out_of_the_cache_is_not_followed(
     hub: HubServer, user_env: dict[str, str], project: Path, outside: Path
 ):
