@@ -1,7 +1,7 @@
 """GPU compute capability at lock time, on a CUDA machine (written for an NVIDIA H200: capability 9.0).
 
-1. Prints `kernlock env --json`: this machine in the declared form, with the GPUs' `cuda-capabilities` detected
-   through torch (a CUDA machine only).
+1. Prints `kernlock env --json`: this machine in the declared form, with the GPUs' `cuda-capabilities` asked of
+   the driver (NVML; a CUDA machine only), and checks that answer against torch's and that `env` imported no torch.
 2. Builds `kernels-community/capability-demo` on the local test Hub (kernlock.testing): v1's CUDA build declares
    archs 8.0, 9.0, 10.0; the newer v2's declares 8.0, 8.6, 10.0, 12.0 (no sm90). Both carry this machine's variant
    and a CPU build.
@@ -56,6 +56,31 @@ def kernlock(*args: str, env: dict[str, str], cwd: Path | None = None) -> subpro
     return proc
 
 
+#: `kernlock env --json` in this process, then whether it imported torch (to stderr).
+_ENV_WITHOUT_TORCH = """
+import runpy, sys
+sys.argv = ["kernlock", "env", "--json", "--project", sys.argv[1]]
+try:
+    runpy.run_module("kernlock", run_name="__main__")
+except SystemExit:
+    pass
+print("torch imported:", "torch" in sys.modules, file=sys.stderr)
+"""
+
+
+def _check_driver_probe(env: dict[str, str], folder: str) -> None:
+    """The driver's answer (NVML, kernlock.gpus) equals torch's, and `kernlock env` asks the driver, not torch."""
+    code = "import json; from kernlock.gpus import nvml_capabilities; from kernlock.facts import _torch_capabilities; "
+    code += "print(json.dumps({'nvml': nvml_capabilities(), 'torch': _torch_capabilities()}))"
+    both = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    print(f"\n$ NVML vs torch: {both.stdout.strip()} {both.stderr.strip()[-300:]}")
+    answers = json.loads(both.stdout) if both.returncode == 0 else {}
+    check(bool(answers.get("nvml")) and answers.get("nvml") == answers.get("torch"), "NVML and torch agree")
+    ran = subprocess.run([sys.executable, "-c", _ENV_WITHOUT_TORCH, folder], env=env, capture_output=True, text=True)
+    print(ran.stderr.strip()[-300:])
+    check("torch imported: False" in ran.stderr, "`kernlock env` detects the capability without importing torch")
+
+
 def main(argv: list[str]) -> int:
     base = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,6 +92,8 @@ def main(argv: list[str]) -> int:
         name, capabilities = declared["name"], declared.get("cuda-capabilities", [])
         check("-cu" in name, f"a CUDA environment was detected: {name}")
         check("9.0" in capabilities, f"compute capability 9.0 (H100/H200) detected: {capabilities}")
+        if argv[:1] != ["--declare"]:
+            _check_driver_probe(base, tmp)
         if FAILED:
             return 1
 

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 
 from kernlock import lockfile, names
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 
 FORMAT = "kernlock-bundle"
 VERSION = 1

@@ -32,7 +32,7 @@ from typing import Any
 from kernlock import hfenv, names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.errors import IntegrityError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 
 __all__ = [
     "RECEIPTS",

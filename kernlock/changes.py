@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernlock.lockfile import Lock, LockedKernel
+from kernlock.lockmodel import Lock, LockedKernel
 
 SHORT = 8
 

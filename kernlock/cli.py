@@ -183,11 +183,13 @@ def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
 def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: bool, project_dir: Path | None) -> None:
     """Resolve all requirements for all target environments into kernels.lock."""
     from kernlock import api
-    from kernlock.resolver import Upgrade
+    from kernlock.project import Upgrade
 
     if check and (upgrade or upgrade_kernels or dry_run):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run.")
-    result = api.lock(project_dir, Upgrade(upgrade, frozenset(upgrade_kernels)), check=check, dry_run=dry_run)
+    result = api.lock(
+        project_dir, Upgrade(all=upgrade, kernels=frozenset(upgrade_kernels)), check=check, dry_run=dry_run
+    )
     if check:
         click.echo("kernels.lock is up to date")
         return

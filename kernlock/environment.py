@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from kernlock import facts as optional
-from kernlock import variants
+from kernlock import variant_rule, variant_types, variants
 from kernlock.errors import EnvironmentStringError, KernlockError, SpecError
 
 # Metal builds need macOS 26; an environment that does not declare its macOS version is taken to be a machine
@@ -40,22 +40,22 @@ def _with_abi_rule(name: str) -> str:
     """``name`` (a Torch arch variant) with the ABI tag an environment of its OS needs: cxx11 on Linux
     when missing, none elsewhere."""
     parsed = variants.parse_variant(name)
-    assert isinstance(parsed, variants.ArchVariant) and isinstance(parsed.framework, variants.Torch)
-    framework = parsed.framework
-    if parsed.os == "linux" and framework.cxx11_abi is None:
-        framework = variants.Torch(framework.version, True)
-    elif parsed.os != "linux" and framework.cxx11_abi is not None:
-        framework = variants.Torch(framework.version, None)
-    return variants.ArchVariant(framework, parsed.backend, parsed.cpu, parsed.os).variant_str
+    assert isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.Torch)
+    abi = True if parsed.os == "linux" else None
+    if parsed.framework.cxx11_abi is None or abi is None:
+        parsed = replace(parsed, framework=replace(parsed.framework, cxx11_abi=abi))
+    return parsed.variant_str
 
 
 def _suggest_environment(text: str) -> str | None:
     """A valid environment string close to ``text``, or None."""
-    suggestion = variants.suggest_variant_name(text)
+    from kernlock.variant_hints import suggest_variant_name  # an error path: only a refused name pays for it
+
+    suggestion = suggest_variant_name(text)
     if suggestion is None:
         return None
     parsed = variants.parse_variant(suggestion)
-    if not (isinstance(parsed, variants.ArchVariant) and isinstance(parsed.framework, variants.Torch)):
+    if not (isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.Torch)):
         return None
     suggestion = _with_abi_rule(suggestion)
     return suggestion if suggestion != text else None
@@ -69,16 +69,16 @@ def _not_an_environment(text: str, reason: str, hint: str | None = None) -> Envi
     return EnvironmentStringError(f"'{text}' is not an environment string: {reason}{detail}; {_GRAMMAR}.")
 
 
-def _parse_environment(text: str) -> variants.ArchVariant:
+def _parse_environment(text: str) -> variant_types.ArchVariant:
     try:
         parsed = variants.parse_variant(text)
     except variants.VariantNameError as err:
         raise _not_an_environment(text, err.reason, err.hint) from None
-    if isinstance(parsed, variants.NoarchVariant):
+    if isinstance(parsed, variant_types.NoarchVariant):
         raise _not_an_environment(text, "a noarch build name, not a machine")
-    if isinstance(parsed.framework, variants.TorchStableAbi):
+    if isinstance(parsed.framework, variant_types.TorchStableAbi):
         raise _not_an_environment(text, "a stable-ABI build name, not a machine (a machine has a torch version)")
-    if isinstance(parsed.framework, variants.TvmFfi):
+    if isinstance(parsed.framework, variant_types.TvmFfi):
         raise _not_an_environment(text, "a tvm-ffi build name, not a machine (a machine has a torch version)")
     if parsed.os == "linux" and parsed.framework.cxx11_abi is None:
         raise EnvironmentStringError(
@@ -138,13 +138,13 @@ class Environment:
         return {"name": self.name, **data} if data else self.name
 
     @cached_property
-    def _parts(self) -> variants.ArchVariant:
+    def _parts(self) -> variant_types.ArchVariant:
         return _parse_environment(self.name)
 
     @property
-    def _framework(self) -> variants.Torch:
+    def _framework(self) -> variant_types.Torch:
         framework = self._parts.framework
-        assert isinstance(framework, variants.Torch)
+        assert isinstance(framework, variant_types.Torch)
         return framework
 
     def __str__(self) -> str:
@@ -177,8 +177,8 @@ class Environment:
         backend = self._parts.backend
         return {
             "torch": self.torch,
-            "cuda": backend.version if isinstance(backend, variants.CUDA) else None,
-            "rocm": backend.version if isinstance(backend, variants.ROCm) else None,
+            "cuda": backend.version if isinstance(backend, variant_types.CUDA) else None,
+            "rocm": backend.version if isinstance(backend, variant_types.ROCm) else None,
             "os": self.os,
             "arch": self.cpu,
         }
@@ -194,7 +194,7 @@ class Environment:
             except ValueError:
                 continue
         framework = self._framework
-        accepted = variants.accepted_variants(
+        accepted = variant_rule.accepted_variants(
             parsed,
             backend=self._parts.backend,
             cpu=self.cpu,
@@ -279,17 +279,17 @@ def _detect_from_version_file() -> str | None:
         return None
     if version < Version("2.7"):
         return None  # older torch builds shipped both C++ ABIs: ask torch itself
-    backend: variants.Backend
+    backend: variant_types.Backend
     try:
         if facts.get("cuda"):
-            backend = variants.CUDA(version=Version(facts["cuda"]))
+            backend = variant_types.CUDA(version=Version(facts["cuda"]))
         elif facts.get("hip"):
-            backend = variants.ROCm(version=Version(facts["hip"].split("-")[0]))
+            backend = variant_types.ROCm(version=Version(facts["hip"].split("-")[0]))
         elif facts.get("xpu"):
             xpu = facts["xpu"]
-            backend = variants.XPU(version=Version(f"{xpu[0:4]}.{xpu[5:6]}"))
+            backend = variant_types.XPU(version=Version(f"{xpu[0:4]}.{xpu[5:6]}"))
         else:
-            backend = variants.CPU()
+            backend = variant_types.CPU()
     except (InvalidVersion, TypeError, AttributeError):
         return None
     return f"torch{version.major}{version.minor}-cxx11-{backend.variant_str}-{cpu}-{system}"

@@ -12,7 +12,7 @@ from pathlib import Path
 from kernlock.atomic import write_text_atomic
 from kernlock.errors import KernlockError, ProjectError
 from kernlock.foreign import ForeignPin, looks_like_json_lock, render_json_lock
-from kernlock.lockfile import Lock
+from kernlock.lockmodel import Lock
 
 FORMATS = ("kernels",)
 

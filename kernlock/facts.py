@@ -177,7 +177,7 @@ def _macos(value: object, os: str) -> Version | None:
 
 def detect(backend: str, os: str) -> Facts:
     """This machine's facts: the interpreter, installed kernels and apache-tvm-ffi, macOS version, and (CUDA
-    backends only, importing torch) the compute capabilities of the visible GPUs."""
+    backends only: from the driver, else torch) the compute capabilities of the visible GPUs."""
     return Facts(
         cuda_capabilities=_detect_capabilities() if backend.startswith("cu") else None,
         python=_detect_python(),
@@ -195,11 +195,12 @@ def _detect_python() -> str:
 
 
 def _installed_version(distribution: str) -> Version | None:
-    import importlib.metadata
+    from kernlock import distributions
 
+    found = distributions.version(distribution)
     try:
-        return Version(importlib.metadata.version(distribution))
-    except (importlib.metadata.PackageNotFoundError, InvalidVersion):
+        return None if found is None else Version(found)
+    except InvalidVersion:
         return None
 
 
@@ -213,6 +214,16 @@ def _detect_macos() -> Version | None:
 
 
 def _detect_capabilities() -> tuple[str, ...] | None:
+    """The visible GPUs' capabilities: from the driver (NVML, no torch import), else from torch."""
+    from kernlock.gpus import nvml_capabilities
+
+    found = nvml_capabilities()
+    if found is not None:
+        return found or None
+    return _torch_capabilities()
+
+
+def _torch_capabilities() -> tuple[str, ...] | None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:

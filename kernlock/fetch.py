@@ -32,7 +32,7 @@ from kernlock.cache import (
     write_receipt,
 )
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
-from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made

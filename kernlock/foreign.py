@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from typing import TYPE_CHECKING, Any
 
 from kernlock import names
 from kernlock.errors import ForeignLockError, ProjectError
+
+if TYPE_CHECKING:
+    from kernlock.project import Project
 
 #: Where `kernlock import` moves the kernels library's JSON lock (byte for byte).
 MOVED_NAME = "kernels.lock.json"
@@ -120,12 +118,9 @@ def render_json_lock(pins: list[ForeignPin]) -> str:
     return json.dumps(entries, indent=2)  # as kernels writes it: no newline at the end
 
 
-def kernels_dependencies(pyproject: Path) -> dict[str, str]:
-    """``[tool.kernels.dependencies]`` of a pyproject.toml as repo -> ``vN`` (empty when there is none)."""
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {}  # kernlock's own reading of pyproject.toml names the problem
+def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str]:
+    """``[tool.kernels.dependencies]`` of the parsed ``pyproject`` (``data``) as repo -> ``vN`` (empty when there
+    is none); :func:`kernlock.project.load` reads it with the rest of the file."""
     tool = data.get("tool")
     kernels = tool.get("kernels") if isinstance(tool, dict) else None
     table = kernels.get("dependencies") if isinstance(kernels, dict) else None
@@ -152,20 +147,20 @@ def kernels_dependencies(pyproject: Path) -> dict[str, str]:
     return found
 
 
-def check_project(root: Path) -> None:
+def check_project(project: Project) -> None:
     """Refuse to work on a project that still uses the kernels library's lock: a JSON kernels.lock (never
     overwritten) or kernels declared in ``[tool.kernels.dependencies]`` (which kernlock would ignore)."""
-    lock = root / "kernels.lock"
+    lock = project.lockfile
     try:
         text = lock.read_text("utf-8", "replace")
     except OSError:
         text = ""  # no lock (or an unreadable one: reading it names the problem)
     if looks_like_json_lock(text):
         raise ForeignLockError(foreign_lock_message(str(lock)))
-    declared = kernels_dependencies(root / "pyproject.toml")
+    declared = project.foreign_dependencies
     if declared:
         raise ForeignLockError(
-            f"{root / 'pyproject.toml'} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
+            f"{project.pyproject} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
             "kernels library's table), which kernlock does not read; run `kernlock import` to move them into "
             "[tool.kernlock.kernels]."
         )

@@ -23,7 +23,7 @@ from types import ModuleType
 
 from kernlock import runtime
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
-from kernlock.lockfile import LockedKernel, LockedVariant
+from kernlock.lockmodel import LockedKernel, LockedVariant
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from kernlock.hubanswers import (
 )
 from kernlock.hubdownload import Transfer, fetch_into
 from kernlock.hubhttp import DEFAULT_RETRIES, HubSession
-from kernlock.lockfile import LockedFile
+from kernlock.lockmodel import LockedFile
 
 __all__ = ["Hub", "Refs"]
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from kernlock import names
 from kernlock.errors import HubError, KernlockError, SpecError
-from kernlock.lockfile import LockedFile
+from kernlock.lockmodel import LockedFile
 from kernlock.variants import check_variant_name
 
 __all__ = [

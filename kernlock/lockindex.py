@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kernlock import lockfile
-from kernlock.lockfile import LockedKernel
+from kernlock.lockmodel import LockedKernel
 
 INDEX_VERSION = 1
 _HEAD = 4096  # the content-hash line is among the first lines

@@ -21,7 +21,7 @@ from kernlock.environment import Environment, detect
 from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.foreign import ForeignPin
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
 from kernlock.project import Pin, Project, Requirement
 from kernlock.resolver import resolve
 
@@ -55,7 +55,7 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     project = projects.load(projects.locate(root))
     if not project.pyproject.exists():
         raise ProjectError(f"no pyproject.toml in {project.root}; point --project at the project folder.")
-    declared = foreign.kernels_dependencies(project.pyproject)
+    declared = project.foreign_dependencies
     pins, is_json, previous_own = _read_lock(project)
     moved_to = project.root / foreign.MOVED_NAME if is_json else None
     if not declared and not pins:

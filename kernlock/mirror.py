@@ -24,7 +24,7 @@ from urllib.parse import unquote
 from kernlock import hubwire, names
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.hubwire import Abort, Call, Entry, Lfs, Response, error, json_response
-from kernlock.lockfile import Lock, LockedFile
+from kernlock.lockmodel import Lock, LockedFile
 
 _EPOCH = "1970-01-01T00:00:00.000Z"  # the lock records no commit dates
 _REPO_TYPES = ("kernels", "models", "datasets", "spaces")

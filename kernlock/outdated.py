@@ -14,9 +14,9 @@ from kernlock import changes
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock, LockedKernel
-from kernlock.project import Project
-from kernlock.resolver import Upgrade, latest_version, resolve
+from kernlock.lockmodel import Lock, LockedKernel
+from kernlock.project import Project, Upgrade
+from kernlock.resolver import latest_version, resolve
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import tomllib
 
-from kernlock import facts, names
+from kernlock import facts, foreign, names
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Condition, Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
@@ -93,6 +93,17 @@ class Spec:
         return cls(repo, rev or None)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Upgrade:
+    """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
+
+    all: bool = False
+    kernels: frozenset[str] = frozenset()
+
+    def allows(self, repo: str) -> bool:
+        return self.all or repo in self.kernels
+
+
 @dataclass
 class Project:
     """A project directory and its parsed [tool.kernlock] table."""
@@ -100,6 +111,9 @@ class Project:
     root: Path
     requirements: dict[str, Requirement] = field(default_factory=dict)
     environments: list[Environment] | None = None
+    #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
+    #: the project until `kernlock import` moves them (:func:`kernlock.foreign.check_project`).
+    foreign_dependencies: dict[str, str] = field(default_factory=dict)
 
     @property
     def pyproject(self) -> Path:
@@ -150,7 +164,9 @@ def load(root: Path | str) -> Project:
     project = Project(root)
     if not project.pyproject.exists():
         return project
-    table = _kernlock_table(_read_plain(project.pyproject), project.pyproject)
+    doc = _read_plain(project.pyproject)
+    project.foreign_dependencies = foreign.kernels_dependencies(doc, project.pyproject)
+    table = _kernlock_table(doc, project.pyproject)
     if table is None:
         return project
     unknown = set(table) - {"environments", "kernels"}

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts, normalized
-from kernlock.project import Project
+from kernlock.lockfile import normalized
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
+from kernlock.project import Project, Upgrade
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,17 +35,6 @@ class _Task:
     environments: set[Environment]
     trusted_by_user: bool = False
     required_by: set[str] = field(default_factory=set)
-
-
-@dataclass(frozen=True)
-class Upgrade:
-    """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
-
-    all: bool = False
-    kernels: frozenset[str] = frozenset()
-
-    def allows(self, repo: str) -> bool:
-        return self.all or repo in self.kernels
 
 
 def resolve(

@@ -21,7 +21,7 @@ from kernlock.errors import IntegrityError, NotSyncedError
 from kernlock.fetch import FILE_WORKERS, FileSource, cache_error, client, fetch_variant, gather, progress_bar, write_ref
 from kernlock.fetch import VariantResult as VariantResult
 from kernlock.fetch import ensure_variant as ensure_variant
-from kernlock.lockfile import Lock, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
 from kernlock.variantcheck import FileState, describe, describe_extras, inspect_variant, refresh
 from kernlock.variantcheck import check_variant as check_variant
 from kernlock.variantcheck import is_synced as is_synced

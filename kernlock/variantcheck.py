@@ -34,7 +34,7 @@ from kernlock.cache import (
     write_receipt,
 )
 from kernlock.errors import IntegrityError, NotSyncedError
-from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
 
 __all__ = [
     "Extra",

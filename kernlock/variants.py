@@ -1,10 +1,11 @@
-"""The Hub's build-variant grammar and the kernels loader's variant-selection rule, as kernlock's own copy.
+"""The Hub's build-variant grammar, as kernlock's own copy (the loader's selection rule is
+:mod:`kernlock.variant_rule`, the did-you-mean for a misspelled name :mod:`kernlock.variant_hints`).
 
 A kernel commit holds one folder per build variant under ``build/``: arch builds such as
 ``torch213-cxx11-cu128-x86_64-linux``, ``torch-stable-abi210-cu126-x86_64-linux`` or
 ``tvm-ffi01-cpu-aarch64-darwin``, and noarch builds such as ``torch-cpu`` or ``torch-universal``.
 
-This module follows the rule of the loader generation named by :data:`RULE` (``kernels-0.17``, i.e. kernels 0.17.x:
+These modules follow the rule of the loader generation named by :data:`RULE` (``kernels-0.17``, i.e. kernels 0.17.x:
 ``kernels.variants.parse_variant``, ``_check_variants`` and ``_sort_variants``, and the backend regexes of
 ``kernels.backends``), copied so that a lock does not depend on which ``kernels`` is installed where it is made,
 and so that local commands need not import ``kernels`` at all. A differential test checks it against the
@@ -21,14 +22,39 @@ Only the standard library and ``packaging`` are used here: never import kernels,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
 
 from packaging.version import Version
 
-#: The loader generation whose selection rule :func:`accepted_variants` follows.
+from kernlock.variant_types import (
+    FIXED_BACKENDS,
+    VERSIONED_BACKENDS,
+    ArchVariant,
+    Backend,
+    Framework,
+    NoarchVariant,
+    Torch,
+    TorchStableAbi,
+    TvmFfi,
+    Variant,
+)
+
+__all__ = [
+    "ABI_TAGS",
+    "CPUS",
+    "MAX_NAME",
+    "METAL_MIN_MACOS",
+    "NOARCH_BACKENDS",
+    "OSES",
+    "RULE",
+    "VariantNameError",
+    "check_variant_name",
+    "parse_backend",
+    "parse_variant",
+    "token_kind",
+]
+
+#: The loader generation whose selection rule :func:`kernlock.variant_rule.accepted_variants` follows.
 RULE = "kernels-0.17"
 
 #: Metal builds use ``-std=metal4.0``, which needs macOS 26 or later (kernels' ``_METAL_MIN_MACOS_VERSION``).
@@ -52,111 +78,15 @@ _GRAMMAR = (
 _BACKENDS_TEXT = "cpu, metal, neuron, tpu, cu{M}{m}, rocm{M}{m}, xpu{YYYY}{m} or cann{M}{m}"
 
 
-# -- backends ----------------------------------------------------------------------------------------------
-
-
-class _Fixed:
-    """A backend without a version: written as its name."""
-
-    __slots__ = ()
-    name: ClassVar[str]
-
-    @property
-    def variant_str(self) -> str:
-        return self.name
-
-
-class _Versioned:
-    """A backend written ``{prefix}{major}{minor}`` (the loader's greedy regex: the last digit is the minor)."""
-
-    __slots__ = ()
-    name: ClassVar[str]
-    prefix: ClassVar[str]
-    version: Version
-
-    @property
-    def variant_str(self) -> str:
-        return f"{self.prefix}{self.version.major}{self.version.minor}"
-
-
-@dataclass(frozen=True, slots=True)
-class CPU(_Fixed):
-    """No accelerator."""
-
-    name: ClassVar[str] = "cpu"
-
-
-@dataclass(frozen=True, slots=True)
-class Metal(_Fixed):
-    """Apple GPUs through Metal (macOS)."""
-
-    name: ClassVar[str] = "metal"
-
-
-@dataclass(frozen=True, slots=True)
-class Neuron(_Fixed):
-    """AWS Neuron."""
-
-    name: ClassVar[str] = "neuron"
-
-
-@dataclass(frozen=True, slots=True)
-class TPU(_Fixed):
-    """Google TPU."""
-
-    name: ClassVar[str] = "tpu"
-
-
-@dataclass(frozen=True, slots=True)
-class CUDA(_Versioned):
-    """CUDA ``cu{M}{m}``: ``cu128`` is CUDA 12.8."""
-
-    version: Version
-    name: ClassVar[str] = "cuda"
-    prefix: ClassVar[str] = "cu"
-
-
-@dataclass(frozen=True, slots=True)
-class ROCm(_Versioned):
-    """ROCm ``rocm{M}{m}``: ``rocm71`` is ROCm 7.1."""
-
-    version: Version
-    name: ClassVar[str] = "rocm"
-    prefix: ClassVar[str] = "rocm"
-
-
-@dataclass(frozen=True, slots=True)
-class XPU(_Versioned):
-    """Intel XPU ``xpu{YYYY}{m}``: ``xpu20253`` is oneAPI 2025.3."""
-
-    version: Version
-    name: ClassVar[str] = "xpu"
-    prefix: ClassVar[str] = "xpu"
-
-
-@dataclass(frozen=True, slots=True)
-class CANN(_Versioned):
-    """Huawei Ascend CANN ``cann{M}{m}`` (its noarch builds are ``torch-npu``)."""
-
-    version: Version
-    name: ClassVar[str] = "cann"
-    prefix: ClassVar[str] = "cann"
-
-
-Backend = CPU | Metal | Neuron | TPU | CUDA | ROCm | XPU | CANN
-_FIXED_BACKENDS: dict[str, Backend] = {"cpu": CPU(), "metal": Metal(), "neuron": Neuron(), "tpu": TPU()}
-_VERSIONED_BACKENDS = (CUDA, ROCm, XPU, CANN)
-
-
 def parse_backend(text: str) -> Backend:
     """Parse a backend as written in a variant (``cpu``, ``cu128``, ``rocm71``, ``xpu20253``...).
 
     Versions split like the loader's greedy regexes (``cu(\\d+)(\\d+)``: ``cu128`` -> 12.8, ``xpu20253`` ->
     2025.3); a version not written canonically (``cu0128``) is refused. Raises ValueError with the reason.
     """
-    if text in _FIXED_BACKENDS:
-        return _FIXED_BACKENDS[text]
-    for kind in _VERSIONED_BACKENDS:
+    if text in FIXED_BACKENDS:
+        return FIXED_BACKENDS[text]
+    for kind in VERSIONED_BACKENDS:
         match = re.fullmatch(rf"{kind.prefix}(\d+)(\d)", text)
         if match:
             backend = kind(version=Version(f"{match.group(1)}.{match.group(2)}"))
@@ -166,99 +96,6 @@ def parse_backend(text: str) -> Backend:
                 )
             return backend
     raise _Bad(f"unknown backend '{text}'", f"expected {_BACKENDS_TEXT}")
-
-
-# -- frameworks --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Torch:
-    """A torch version, ``torch{M}{m}``, with an optional C++ ABI tag (``cxx11_abi`` None when untagged)."""
-
-    version: Version
-    cxx11_abi: bool | None = None
-
-    @property
-    def variant_str(self) -> str:
-        base = f"torch{self.version.major}{self.version.minor}"
-        if self.cxx11_abi is None:
-            return base
-        return f"{base}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
-
-
-@dataclass(frozen=True, slots=True)
-class TorchStableAbi:
-    """torch's stable ABI, ``torch-stable-abi{M}{m}``: loads on that torch version and every newer one."""
-
-    version: Version
-
-    @property
-    def variant_str(self) -> str:
-        return f"torch-stable-abi{self.version.major}{self.version.minor}"
-
-
-@dataclass(frozen=True, slots=True)
-class TvmFfi:
-    """apache-tvm-ffi, ``tvm-ffi{M}{m}`` (``tvm-ffi01`` is 0.1): loads only on that tvm-ffi version."""
-
-    version: Version
-
-    @property
-    def variant_str(self) -> str:
-        return f"tvm-ffi{self.version.major}{self.version.minor}"
-
-
-@dataclass(frozen=True, slots=True)
-class TorchNoarch:
-    """The versionless torch framework of noarch variants."""
-
-    @property
-    def variant_str(self) -> str:
-        return "torch"
-
-
-Framework = Torch | TorchStableAbi | TvmFfi
-
-
-# -- variants ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ArchVariant:
-    """A compiled build for one framework version, backend, CPU and OS."""
-
-    framework: Framework
-    backend: Backend
-    cpu: str
-    os: str
-
-    @property
-    def variant_str(self) -> str:
-        return f"{self.framework.variant_str}-{self.backend.variant_str}-{self.cpu}-{self.os}"
-
-    def __str__(self) -> str:
-        return self.variant_str
-
-
-@dataclass(frozen=True, slots=True)
-class NoarchVariant:
-    """A pure-Python build, ``torch-{backend}`` (``torch-universal`` loads everywhere)."""
-
-    backend_name: str
-
-    @property
-    def framework(self) -> TorchNoarch:
-        return TorchNoarch()
-
-    @property
-    def variant_str(self) -> str:
-        return f"torch-{self.backend_name}"
-
-    def __str__(self) -> str:
-        return self.variant_str
-
-
-Variant = ArchVariant | NoarchVariant
 
 
 class VariantNameError(ValueError):
@@ -276,6 +113,8 @@ class VariantNameError(ValueError):
 
     @cached_property
     def suggestion(self) -> str | None:
+        from kernlock.variant_hints import suggest_variant_name  # only a refused name needs the did-you-mean
+
         return suggest_variant_name(self.name) if isinstance(self.name, str) else None
 
     def __str__(self) -> str:
@@ -294,20 +133,6 @@ class _Bad(ValueError):
         self.hint = hint
 
 
-def _describe_characters(name: str) -> str | None:
-    bad = sorted(set(re.sub(r"[a-z0-9_\-]", "", name)))
-    if not bad:
-        return None
-    if any(ch.isspace() for ch in bad):
-        return "contains whitespace"
-    if any(ch.isupper() for ch in bad) and all(ch.isalpha() for ch in bad):
-        return "contains upper-case letters (variant names are lower-case)"
-    if bad == ["."] and re.search(r"\d\.\d", name):
-        return "versions are written without a dot (torch213 for torch 2.13, cu128 for CUDA 12.8)"
-    shown = ", ".join(repr(ch) for ch in bad[:5])
-    return f"contains {shown} (a variant name has only lower-case letters, digits, '_' and '-')"
-
-
 def _version_pair(text: str, pattern: str, what: str, example: str) -> Version:
     match = re.fullmatch(pattern, text)
     if not match:
@@ -315,7 +140,7 @@ def _version_pair(text: str, pattern: str, what: str, example: str) -> Version:
     return Version(f"{match.group(1)}.{match.group(2)}")
 
 
-def _token_kind(token: str) -> str | None:
+def token_kind(token: str) -> str | None:
     if token in OSES:
         return "OS"
     if token in CPUS:
@@ -329,7 +154,7 @@ def _token_kind(token: str) -> str | None:
 
 def _parse_arch(parts: list[str], framework: Framework, prefix: str) -> ArchVariant:
     if len(parts) != 3:
-        kinds = [_token_kind(part) for part in parts]
+        kinds = [token_kind(part) for part in parts]
         if len(parts) < 3:
             missing = [kind for kind in ("backend", "CPU", "OS") if kind not in kinds]
             if len(missing) == 3 - len(parts):
@@ -347,7 +172,7 @@ def _parse_arch(parts: list[str], framework: Framework, prefix: str) -> ArchVari
         raise _Bad(f"unknown CPU '{cpu}'", f"known: {', '.join(CPUS)}")
     if os not in OSES:
         raise _Bad(f"unknown OS '{os}'", f"known: {', '.join(OSES)}")
-    return ArchVariant(framework, backend, cpu, os)
+    return ArchVariant(framework=framework, backend=backend, cpu=cpu, os=os)
 
 
 def _parse(name: str) -> Variant:
@@ -356,38 +181,39 @@ def _parse(name: str) -> Variant:
         raise ValueError("the name is empty")
     if len(name) > MAX_NAME:
         raise ValueError(f"the name is {len(name)} characters long (at most {MAX_NAME})")
-    problem = _describe_characters(name)
-    if problem:
-        raise ValueError(problem)
+    if re.fullmatch(r"[a-z0-9_\-]+", name) is None:
+        from kernlock.variant_hints import describe_characters
+
+        raise ValueError(describe_characters(name))
     parts = name.split("-")
     if "" in parts:
         raise ValueError("has an empty part (a leading, trailing or doubled '-')")
     if name.startswith("torch-stable-abi"):
         token = "-".join(parts[0:3])
         version = _version_pair(token, r"torch-stable-abi(\d)(\d+)", "stable ABI version", "torch-stable-abi210")
-        return _parse_arch(parts[3:], TorchStableAbi(version), token)
+        return _parse_arch(parts[3:], TorchStableAbi(version=version), token)
     if parts[0] == "torch":
         backend_name = "-".join(parts[1:])
         if not backend_name:
             raise _Bad("missing the backend of a noarch build", "e.g. torch-cpu, torch-cuda, torch-universal")
         if backend_name not in NOARCH_BACKENDS:
-            if len(parts) == 4 and _token_kind(parts[1]) == "backend":
+            if len(parts) == 4 and token_kind(parts[1]) == "backend":
                 raise ValueError("missing the torch version: arch builds are torch{M}{m}-{backend}-{cpu}-{os}")
             raise _Bad(f"unknown noarch backend '{backend_name}'", f"known: {', '.join(NOARCH_BACKENDS)}")
-        return NoarchVariant(backend_name)
+        return NoarchVariant(backend_name=backend_name)
     if parts[0].startswith("torch"):
         if len(parts) >= 2 and parts[1] in ABI_TAGS:
             token, abi, rest = f"{parts[0]}-{parts[1]}", parts[1] == "cxx11", parts[2:]
         else:
             token, abi, rest = parts[0], None, parts[1:]
         version = _version_pair(parts[0], r"torch(\d)(\d+)", "torch version", "torch213 for torch 2.13")
-        if abi is None and len(rest) == 4 and [_token_kind(p) for p in rest[1:]] == ["backend", "CPU", "OS"]:
+        if abi is None and len(rest) == 4 and [token_kind(p) for p in rest[1:]] == ["backend", "CPU", "OS"]:
             raise _Bad(f"unknown ABI tag '{rest[0]}'", "expected cxx11, cxx98 or none")
-        return _parse_arch(rest, Torch(version, abi), token)
+        return _parse_arch(rest, Torch(version=version, cxx11_abi=abi), token)
     if parts[0] == "tvm" and len(parts) >= 2 and parts[1].startswith("ffi"):
         token = f"tvm-{parts[1]}"
         version = _version_pair(token, r"tvm-ffi(\d+?)(\d+)", "tvm-ffi version", "tvm-ffi01 for tvm-ffi 0.1")
-        return _parse_arch(parts[2:], TvmFfi(version), token)
+        return _parse_arch(parts[2:], TvmFfi(version=version), token)
     raise _Bad(f"unknown framework '{parts[0]}'")
 
 
@@ -414,216 +240,3 @@ def check_variant_name(name: str) -> str:
     """Return ``name`` if it is a valid build variant name (safe as a folder name), else raise ValueError."""
     parse_variant(name)
     return name
-
-
-# -- did you mean ------------------------------------------------------------------------------------------
-
-_OS_ALIASES = {"macos": "darwin", "osx": "darwin", "mac": "darwin", "win": "windows", "win32": "windows"}
-_CPU_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "x8664": "x86_64", "arm64": "aarch64"}
-_BACKEND_ALIASES = {"mps": "metal"}
-_NOARCH_ALIASES = {"cann": "npu", "mps": "metal", "gpu": "cuda"}
-_COMMON_BACKENDS = (
-    *_FIXED_BACKENDS,
-    *(f"cu{v}" for v in ("118", "121", "124", "126", "128", "129", "130", "132")),
-    *(f"rocm{v}" for v in ("61", "62", "63", "64", "70", "71", "72")),
-    *(f"xpu{v}" for v in ("20250", "20251", "20252", "20253", "20260")),
-)
-_VERSIONED_FORM = re.compile(r"(cuda|cu|rocm|xpu|cann)v?(\d+)\.?(\d*)")
-
-
-def _closest(token: str, known: Iterable[str], aliases: dict[str, str]) -> str | None:
-    if token in aliases:
-        return aliases[token]
-    candidates = list(known)
-    if token in candidates:
-        return token
-    import difflib  # ~4 ms at import: only a misspelled name needs it
-
-    best, best_score = None, 0.6
-    for candidate in candidates:  # first of equals wins: the lists are in order of preference
-        score = difflib.SequenceMatcher(None, token, candidate).ratio()
-        if score > best_score:
-            best, best_score = candidate, score
-    return best
-
-
-_MIN_DIGITS = {"cu": 3, "rocm": 2, "xpu": 5, "cann": 2}
-
-
-def _fix_backend(token: str) -> str | None:
-    if _token_kind(token) == "backend":
-        return token
-    match = _VERSIONED_FORM.fullmatch(token)
-    if match:
-        family, major, minor = match.groups()
-        prefix = "cu" if family == "cuda" else family
-        if minor:
-            fixed = f"{prefix}{int(major)}{int(minor)}"
-        elif len(major) >= _MIN_DIGITS[prefix]:
-            fixed = f"{prefix}{int(major[:-1])}{major[-1]}"
-        else:
-            fixed = None
-        if fixed and _token_kind(fixed) == "backend":
-            return fixed
-    return _closest(token, _COMMON_BACKENDS, _BACKEND_ALIASES)
-
-
-def _fix_arch(parts: list[str]) -> list[str] | None:
-    if len(parts) < 3:
-        return None
-    backend = _fix_backend(parts[0])
-    cpu = _closest(parts[1], CPUS, _CPU_ALIASES)
-    os = _closest(parts[2], OSES, _OS_ALIASES)
-    if backend is None or cpu is None or os is None:
-        return None
-    return [backend, cpu, os]  # anything after the OS is dropped
-
-
-def _fix_framework(parts: list[str]) -> tuple[list[str], list[str]] | None:
-    """Split corrected framework tokens from the arch tokens that follow them."""
-    head = parts[0]
-    if head == "torch" and len(parts) >= 2 and parts[1] == "stable" and len(parts) >= 3:
-        match = re.fullmatch(r"abi(\d)(\d+)", parts[2])
-        if match:
-            return [f"torch-stable-abi{match.group(1)}{int(match.group(2))}"], parts[3:]
-        return None
-    if head == "tvm" and len(parts) >= 2:
-        match = re.fullmatch(r"ffi(\d+?)(\d+)", parts[1])
-        return ([f"tvm-ffi{int(match.group(1))}{int(match.group(2))}"], parts[2:]) if match else None
-    match = re.fullmatch(r"(?:py)?torch[_v]?(\d)(\d+)", head)
-    if not match:
-        return None
-    framework = [f"torch{match.group(1)}{int(match.group(2))}"]
-    rest = parts[1:]
-    if rest and _token_kind(rest[0]) is None and len(rest) > 3:
-        tag = _closest(rest[0], ABI_TAGS, {})
-        if tag is None:
-            return None
-        framework.append(tag)
-        rest = rest[1:]
-    elif rest and rest[0] in ABI_TAGS:
-        framework.append(rest[0])
-        rest = rest[1:]
-    return framework, rest
-
-
-def suggest_variant_name(text: str) -> str | None:
-    """A valid variant name close to ``text`` (typos, case, spacing, dotted versions, aliases), or None.
-
-    Tokens are corrected one by one against the known OS, CPU, backend and ABI tokens (difflib), and the
-    result is returned only when it parses and differs from ``text``. Text far longer than any name gets no
-    suggestion (and no int() of a digit run past Python's 4300-digit limit).
-    """
-    if not isinstance(text, str) or len(text) > 2 * MAX_NAME:
-        return None
-    clean = text.strip().lower()
-    clean = re.sub(r"\s*-\s*", "-", clean)
-    clean = re.sub(r"\s+", "-", clean)
-    clean = clean.replace("x86-64", "x86_64").replace("tvm_ffi", "tvm-ffi").replace("stable_abi", "stable-abi")
-    clean = re.sub(r"^(?:py)?torch[-_]?v?(\d)\.(\d+)", r"torch\1\2", clean)
-    clean = re.sub(r"(\d)\.(\d)", r"\1\2", clean)
-    clean = re.sub(r"[^a-z0-9_\-]", "", clean)
-    parts = [part for part in clean.split("-") if part]
-    if not parts:
-        return None
-    if parts[0] == "torch" and (len(parts) == 2 or (len(parts) > 2 and parts[1] != "stable")):
-        backend = _closest("-".join(parts[1:]), NOARCH_BACKENDS, _NOARCH_ALIASES)
-        candidate = f"torch-{backend}" if backend else None
-    else:
-        split = _fix_framework(parts)
-        arch = _fix_arch(split[1]) if split else None
-        candidate = "-".join([*split[0], *arch]) if split and arch else None
-    if candidate is None or candidate == text:
-        return None
-    try:
-        parse_variant(candidate)
-    except ValueError:
-        return None
-    return candidate
-
-
-# -- the selection rule (kernels 0.17: _check_variants + _sort_variants) -------------------------------------
-
-
-def _accepts(
-    variant: Variant,
-    backend: Backend,
-    cpu: str,
-    os: str,
-    torch_version: Version | None,
-    torch_cxx11_abi: bool | None,
-    tvm_ffi_version: Version | None,
-    macos_version: Version | None,
-) -> bool:
-    if isinstance(variant, NoarchVariant):
-        noarch_name = "npu" if backend.name == "cann" else backend.name
-        return variant.backend_name in (noarch_name, "universal")
-    if variant.cpu != cpu or variant.os != os:
-        return False
-    framework = variant.framework
-    if isinstance(framework, Torch):
-        if framework.version != torch_version:
-            return False
-        if framework.cxx11_abi is not None and framework.cxx11_abi != torch_cxx11_abi:
-            return False
-    elif isinstance(framework, TorchStableAbi):
-        if torch_version is None or framework.version > torch_version:
-            return False
-    elif framework.version != tvm_ffi_version:
-        return False
-    # A CUDA x.y system loads CUDA x.z builds with z <= y; other backends must match exactly.
-    if isinstance(backend, CUDA) and isinstance(variant.backend, CUDA):
-        return (
-            variant.backend.version.major == backend.version.major
-            and variant.backend.version.minor <= backend.version.minor
-        )
-    if variant.backend.variant_str != backend.variant_str:
-        return False
-    return not (isinstance(variant.backend, Metal) and (macos_version is None or macos_version < METAL_MIN_MACOS))
-
-
-def _preference(variant: Variant) -> tuple[int, ...]:
-    """The loader's sort key (without its accepted-first part): stable ABI (newest first), then torch
-    (untagged before tagged), then tvm-ffi, each with the highest backend minor version first; then
-    ``torch-<backend>``, then ``torch-universal``. Equal keys keep their input order (a stable sort)."""
-    if isinstance(variant, NoarchVariant):
-        return (2, 0, 0, 1 if variant.backend_name == "universal" else 0)
-    framework = variant.framework
-    if isinstance(framework, TorchStableAbi):
-        order: tuple[int, ...] = (0, -framework.version.major, -framework.version.minor)
-    elif isinstance(framework, Torch):
-        order = (1, 0, 1 if framework.cxx11_abi is not None else 0)
-    else:
-        order = (2, 0, 0)
-    backend = variant.backend
-    backend_order = -backend.version.minor if isinstance(backend, _VERSIONED_BACKENDS) else 0
-    return (*order, backend_order)
-
-
-def accepted_variants(
-    variants: Iterable[Variant],
-    *,
-    backend: Backend | str,
-    cpu: str,
-    os: str,
-    torch_version: Version | None,
-    torch_cxx11_abi: bool | None,
-    tvm_ffi_version: Version | None = None,
-    macos_version: Version | None = None,
-    free_threaded: bool = False,
-) -> list[Variant]:
-    """The variants a machine loads, most preferred first: the rule of :data:`RULE`.
-
-    ``backend`` is the machine's backend (``cu129`` may load ``cu128`` builds), ``torch_version`` and
-    ``tvm_ffi_version`` are major.minor versions (None when not installed), ``torch_cxx11_abi`` is None off
-    Linux, ``macos_version`` gates Metal builds, and ``free_threaded`` (CPython < 3.15 without the GIL) drops
-    every arch build. Variants with equal preference keep their order in ``variants``, as in the loader.
-    """
-    selected = parse_backend(backend) if isinstance(backend, str) else backend
-    candidates = [v for v in variants if not (free_threaded and isinstance(v, ArchVariant))]
-    accepted = [
-        v
-        for v in candidates
-        if _accepts(v, selected, cpu, os, torch_version, torch_cxx11_abi, tvm_ffi_version, macos_version)
-    ]
-    return sorted(accepted, key=_preference)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock.cache import cache_dir, targets
-from kernlock.lockfile import Lock, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
 from kernlock.variantcheck import FileState, Inspection, inspect_variant, refresh
 
 __all__ = ["Problem", "VerifyResult", "verify"]

@@ -16,9 +16,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from kernlock import variants
+from kernlock import variant_types, variants
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock, LockedKernel
+from kernlock.lockmodel import Lock, LockedKernel
 from kernlock.testing import Catalog, HubServer, create_kernel_repo, read_identity
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
@@ -389,11 +389,11 @@ def random_declaration(rng: random.Random, system: dict) -> dict | None:
     return table
 
 
-def random_metadata(rng: random.Random, variant: variants.Variant) -> dict:
+def random_metadata(rng: random.Random, variant: variant_types.Variant) -> dict:
     """A metadata.json for a build: its backend type, CUDA archs drawn from DIFF_ARCHS, maybe a kernels-minver."""
     backend = (
         {"npu": "cann", "universal": "cuda"}.get(variant.backend_name, variant.backend_name)
-        if isinstance(variant, variants.NoarchVariant)
+        if isinstance(variant, variant_types.NoarchVariant)
         else variant.backend.name
     )
     metadata: dict = {

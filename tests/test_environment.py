@@ -17,7 +17,7 @@ from kernels import variants as kernels_variants
 from kernels.variants import parse_variant, resolve_variant
 from packaging.version import Version
 
-from kernlock import variants
+from kernlock import variant_rule, variant_types, variants
 from kernlock.environment import Condition, Environment, detect
 from kernlock.errors import EnvironmentStringError, SpecError
 
@@ -223,7 +223,7 @@ def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
 
 
 def test_rule_equals_the_installed_loaders_rule_over_generated_cases(monkeypatch, caplog) -> None:
-    """>= 2,000 seeded (variant set x system) cases: kernlock.variants.accepted_variants returns exactly the
+    """>= 2,000 seeded (variant set x system) cases: kernlock.variant_rule.accepted_variants returns exactly the
     ordered list of kernels' own `_resolve_variant_for_system` (stable ABI, tagless Linux names, tvm-ffi,
     noarch incl. universal, darwin/metal with macOS versions, CUDA minor fallback, free-threaded Python)."""
     import logging
@@ -261,7 +261,7 @@ def test_rule_equals_the_installed_loaders_rule_over_generated_cases(monkeypatch
             tvm_ffi_version=system["tvm_ffi_version"],
             macos_version=system["macos_version"],
         )
-        got = variants.accepted_variants([ours[n] for n in names], **system)
+        got = variant_rule.accepted_variants([ours[n] for n in names], **system)
         expected_names = [v.variant_str for v in expected]
         assert [v.variant_str for v in got] == expected_names, (system, names)
 
@@ -273,7 +273,7 @@ def test_rule_equals_the_installed_loaders_rule_over_generated_cases(monkeypatch
         stats["universal"] += "torch-universal" in expected_names
         stats["metal"] += any(n.endswith("-metal-aarch64-darwin") for n in expected_names)
         stats["free_threaded"] += system["free_threaded"]
-        keys = [variants._preference(v) for v in got]
+        keys = [variant_rule._preference(v) for v in got]
         stats["ties"] += any(a == b for a, b in itertools.pairwise(keys))  # decided by input order
         stats["fallback"] += system["backend"].startswith("cu") and any(
             f"-{system['backend']}-" not in n and "-cu" in n for n in expected_names
@@ -344,7 +344,9 @@ def test_framework_versions_split_like_the_loader() -> None:
     for name in ["torch213-cpu-x86_64-linux", "torch-stable-abi210-cpu-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux"]:
         assert variants.parse_variant(name).framework.version == kernels_variants.parse_variant(name).framework.version
     assert variants.parse_variant("tvm-ffi01-cu128-x86_64-linux").framework.version == Version("0.1")
-    assert variants.parse_variant("torch28-cxx11-cu129-aarch64-linux").framework == variants.Torch(Version("2.8"), True)
+    assert variants.parse_variant("torch28-cxx11-cu129-aarch64-linux").framework == variant_types.Torch(
+        version=Version("2.8"), cxx11_abi=True
+    )
 
 
 REAL_HUB_NAMES = [

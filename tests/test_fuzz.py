@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from kernlock import lockfile, names, project, variants
 from kernlock.environment import Environment
 from kernlock.errors import EnvironmentStringError, KernlockError, LockError, ProjectError, SpecError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
 from kernlock.project import Spec
 
 MIN_DOCUMENTS = 10_000

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import CPU_ENV, fresh_hub, own_repo, write_pyproject
 
-from kernlock import api, lockfile
+from kernlock import api, lockfile, lockmodel
 from kernlock.cli import main
 from kernlock.errors import (
     HubError,
@@ -21,7 +21,7 @@ from kernlock.errors import (
     SpecError,
 )
 from kernlock.hub import Hub
-from kernlock.resolver import Upgrade
+from kernlock.project import Upgrade
 from kernlock.testing import Catalog, HubServer, move_branch, standard_variants
 
 CU126 = "torch210-cxx11-cu126-x86_64-linux"
@@ -30,11 +30,11 @@ CU130 = "torch211-cxx11-cu130-x86_64-linux"
 CU129_212 = "torch212-cxx11-cu129-x86_64-linux"
 
 
-def read(project: Path) -> lockfile.Lock:
+def read(project: Path) -> lockmodel.Lock:
     return lockfile.read(project / "kernels.lock")
 
 
-def entry(lock: lockfile.Lock, repo: str, env: str) -> lockfile.LockedKernel:
+def entry(lock: lockmodel.Lock, repo: str, env: str) -> lockmodel.LockedKernel:
     found = lock.entry_for(repo, env)
     assert found is not None, (repo, env)
     return found

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from test_fuzz import valid_locks
 
 from kernlock import api, lockfile, lockindex, tomlwrite
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import HubServer
 
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"

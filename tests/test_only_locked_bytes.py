@@ -32,7 +32,7 @@ from kernlock import api
 from kernlock import cache as caches
 from kernlock import sync as syncing
 from kernlock.errors import IntegrityError, NotSyncedError
-from kernlock.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import Catalog, HubServer, read_identity
 from kernlock.variantcheck import FileState
 

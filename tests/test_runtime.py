@@ -36,7 +36,7 @@ from helpers import (
 from kernlock import cache as caches
 from kernlock import lockfile
 from kernlock.hooks_kernels import satisfies
-from kernlock.lockfile import Lock
+from kernlock.lockmodel import Lock
 from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
 
 FA2 = "kernels-community/flash-attn2"

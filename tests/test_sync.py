@@ -23,7 +23,7 @@ from kernlock import sync as syncing
 from kernlock.cli import main
 from kernlock.errors import HubError, IntegrityError, LockError, NotSyncedError
 from kernlock.hub import Hub
-from kernlock.lockfile import Lock
+from kernlock.lockmodel import Lock
 from kernlock.testing import Catalog, HubServer
 
 CUDA_ENV = "torch212-cxx11-cu130-x86_64-linux"

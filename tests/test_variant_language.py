@@ -13,7 +13,7 @@ from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from packaging.version import Version
 
-from kernlock import api, lockfile
+from kernlock import api, lockfile, lockmodel
 from kernlock.cli import main
 from kernlock.environment import Environment
 from kernlock.errors import ProjectError, ResolutionError
@@ -53,7 +53,7 @@ def sm90_repo(catalog: Catalog) -> str:
     return own_repo(catalog, {"v1": builds, "v2": builds}, cuda_archs={"v2": ["8.0", "8.6", "10.0"]})
 
 
-def _lock(project: Path, hub: HubServer, repo: str, environments: list, rev: str | None = "v1") -> lockfile.Lock:
+def _lock(project: Path, hub: HubServer, repo: str, environments: list, rev: str | None = "v1") -> lockmodel.Lock:
     _declare(project, environments, f'"{repo}" = "{rev}"\n' if rev else "")
     return api.lock(project, hub=fresh_hub(hub)).lock
 

@@ -30,7 +30,7 @@ from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from packaging.version import Version
 
-from kernlock import eligibility, variants
+from kernlock import eligibility, variant_rule, variant_types, variants
 from kernlock.environment import Environment
 
 CASES = 5000
@@ -76,7 +76,7 @@ def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.Mon
             theirs[name] = kernels_variants.parse_variant(name)
         except ValueError:  # a backend this loader does not know: it skips such folders
             continue
-    ours: dict[str, variants.Variant] = {name: variants.parse_variant(name) for name in theirs}
+    ours: dict[str, variant_types.Variant] = {name: variants.parse_variant(name) for name in theirs}
     free_threaded_seam = hasattr(kernels_variants, "_is_unsupported_free_threaded_build")
 
     rng = random.Random(20261130)
@@ -122,7 +122,7 @@ def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.Mon
             kwargs["macos_version"] = system["macos_version"]
         expected, _trace = rule(**kwargs)
         expected_names = [v.variant_str for v in expected]
-        got = variants.accepted_variants([ours[n] for n in names], **system)
+        got = variant_rule.accepted_variants([ours[n] for n in names], **system)
         assert [v.variant_str for v in got] == expected_names, (system, names)
         cases += 1
         seen["accepted"] += bool(got)

@@ -1,0 +1,145 @@
+"""`kernlock sync`, `verify` and `show`: this machine's locked files in the kernel cache, verified."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernlock import hfenv, interrupt
+from kernlock import project as projects
+from kernlock.environment import detect
+from kernlock.errors import KernlockError, LockError
+from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
+from kernlock.lockmodel import Lock
+from kernlock.project import Project, Upgrade
+
+if TYPE_CHECKING:
+    from kernlock import sync as syncing
+    from kernlock.hub import Hub
+    from kernlock.verify import VerifyResult
+
+__all__ = ["ShowResult", "show", "sync", "sync_after_add", "this_environment", "verify"]
+
+
+def this_environment(lock: Lock) -> str:
+    """This machine's environment string, which must be one the lock covers."""
+    env = str(detect())
+    if env not in lock.environments:
+        raise LockError(
+            f"this machine ({env}) is not an environment of kernels.lock (it covers {', '.join(lock.environments)}); "
+            "add it to `environments` in [tool.kernlock] and run `kernlock lock`, or fill a shared cache with "
+            "`kernlock sync --all-environments`."
+        )
+    return env
+
+
+def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, hub: Hub | None) -> LockResult:
+    """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale."""
+    if frozen:
+        return LockResult(read_lock(project), False, None)
+    if locked or offline:
+        try:
+            return lock_project(project, Upgrade(), check=True, hub=hub)
+        except LockError as err:
+            if not offline or locked:
+                raise
+            raise LockError(
+                f"{err} `--offline` cannot re-lock: run `kernlock lock` online first, or use the lock as it is "
+                "with `kernlock sync --offline --frozen`."
+            ) from err
+    return lock_project(project, Upgrade(), hub=hub)
+
+
+def sync(
+    root: Path | None = None,
+    all_environments: bool = False,
+    locked: bool = False,
+    frozen: bool = False,
+    offline: bool = False,
+    hub: Hub | None = None,
+    progress: bool = True,
+) -> syncing.SyncReport:
+    """Download and verify the locked files this environment needs (``all_environments``: every locked one).
+
+    Default: re-lock first when kernels.lock is stale; ``locked``: fail instead; ``frozen``: use it as is.
+    ``offline``: no request; verify what is in the cache and fail naming anything missing or corrupt.
+    """
+    from kernlock import sync as syncing
+
+    if locked and frozen:
+        raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
+    interrupt.reset()
+    offline = offline or hfenv.offline()
+    project = projects.load(projects.locate(root))
+    result = _lock_for_sync(project, locked, frozen, offline, hub)
+    environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
+    report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
+    return replace(report, relocked=result.reason if result.written else None)
+
+
+def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | None:
+    """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
+    from kernlock import sync as syncing
+
+    environment = str(detect())
+    if environment not in lock.environments:
+        return None
+    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline())
+
+
+def verify(root: Path | None = None, all_environments: bool = False) -> VerifyResult:
+    """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
+    locked variant) must be present. Returns the problems; none (``.ok``) means intact."""
+    from kernlock import verify as verifying
+
+    lock = read_lock(projects.load(projects.locate(root)))
+    if all_environments:
+        required = list(lock.environments)
+    else:
+        try:
+            required = [env for env in [str(detect())] if env in lock.environments]
+        except KernlockError:
+            required = []
+    return verifying.verify(lock, required)
+
+
+@dataclass(frozen=True)
+class ShowResult:
+    rows: list[dict[str, Any]]  # one per lock entry
+    stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
+
+
+def show(root: Path | None = None) -> ShowResult:
+    """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
+    whether the lock is stale."""
+    from kernlock import cache, variantcheck
+
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    try:
+        stale = stale_reason(project, lock, target_environments(project))
+    except KernlockError as err:
+        stale = str(err)
+    try:
+        env: str | None = str(detect())
+    except KernlockError:
+        env = None
+    rows = []
+    for kernel in lock.kernels:
+        variant = kernel.variant_for(env) if env else None
+        rows.append(
+            {
+                "repo": kernel.repo,
+                "requested": kernel.requested,
+                "ref": kernel.ref,
+                "commit": kernel.commit,
+                "environments": list(kernel.environments),
+                "required_by": list(kernel.required_by),
+                "environment": env,
+                "variant": variant.name if variant else None,
+                "synced": variantcheck.is_synced(kernel, variant) if variant else None,
+                "path": str(cache.variant_path(kernel, variant)) if variant else None,
+            }
+        )
+    return ShowResult(rows, stale)

@@ -1,0 +1,259 @@
+"""`kernlock lock`, `add` and `remove`: bring kernels.lock up to date with pyproject.toml (asking the Hub only
+when the lock must move), and record or drop requirements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernlock import foreign, interrupt, lockfile
+from kernlock import project as projects
+from kernlock.atomic import write_text_atomic
+from kernlock.environment import Environment, detect
+from kernlock.errors import DuplicateSpecError, ForeignLockError, LockError, ProjectError
+from kernlock.lockmodel import Lock
+from kernlock.project import Pin, Project, Requirement, Spec, Upgrade
+from kernlock.variants import RULE
+
+if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
+    from kernlock.hub import Hub
+
+__all__ = [
+    "AddResult",
+    "LockResult",
+    "add",
+    "hub_client",
+    "lock",
+    "lock_project",
+    "read_lock",
+    "remove",
+    "stale_reason",
+    "target_environments",
+]
+
+
+def hub_client(hub: Hub | None) -> Hub:
+    """``hub``, else a new client for $HF_ENDPOINT (importing the network stack now)."""
+    if hub is not None:
+        return hub
+    from kernlock.hub import Hub
+
+    return Hub()
+
+
+def target_environments(project: Project) -> list[Environment]:
+    """The environments declared in [tool.kernlock], else this machine."""
+    return list(project.environments) if project.environments else [detect()]
+
+
+def stale_reason(project: Project, lock: Lock, environments: list[Environment]) -> str | None:
+    """Why ``lock`` does not match the project (None when it does); asks no Hub.
+
+    Besides the requirements' digest, every direct entry must satisfy pyproject: the repo set, each environment's
+    revision (``when`` pins included), a pinned sha's commit, and the environments.
+    """
+    if lock.requires_hash != project.requires_hash():
+        return "[tool.kernlock] in pyproject.toml changed since kernels.lock was written"
+    if lock.variant_rule != RULE:
+        return f"kernels.lock chose its variants by the {lock.variant_rule} loader rule; this kernlock follows {RULE}"
+    wanted = sorted(str(e) for e in environments)
+    if sorted(lock.environments) != wanted:
+        return f"kernels.lock covers {', '.join(lock.environments)}, but the project targets {', '.join(wanted)}"
+    for repo in sorted(project.requirements):
+        for env in environments:
+            pin = project.requirements[repo].pin_for(env)
+            entry = lock.entry_for(repo, str(env))
+            if entry is None:
+                return f"kernels.lock has no entry for {repo} on {env}"
+            if entry.requested != pin.rev:
+                return f"kernels.lock locks {repo} at {entry.requested!r} on {env}; pyproject.toml asks for {pin.rev!r}"
+            if len(pin.rev) == 40 and entry.commit != pin.rev.lower():
+                return (
+                    f"kernels.lock locks {repo} to commit {entry.commit[:12]}, but pyproject.toml pins {pin.rev[:12]}"
+                )
+    for entry in lock.kernels:
+        if entry.repo in project.requirements:
+            continue
+        if not entry.required_by:
+            return f"kernels.lock locks {entry.repo}, which pyproject.toml does not ask for"
+        orphaned = [repo for repo in entry.required_by if not lock.entries(repo)]
+        if orphaned:
+            return f"kernels.lock locks {entry.repo} for {', '.join(orphaned)}, which it does not lock"
+    return None
+
+
+def read_lock(project: Project) -> Lock:
+    """The project's lock, validated (a missing pyproject.toml is named first)."""
+    if not project.pyproject.exists():
+        raise ProjectError(
+            f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
+            "the project folder."
+        )
+    foreign.check_project(project)
+    return lockfile.read(project.lockfile)
+
+
+@dataclass(frozen=True)
+class LockResult:
+    lock: Lock
+    written: bool
+    reason: str | None  # why it was (re)written, or None if it was up to date
+    previous: Lock | None = None  # the lock it replaced (or would replace, with ``dry_run``), if it was readable
+
+
+def lock(
+    root: Path | None = None,
+    upgrade: Upgrade | None = None,
+    check: bool = False,
+    hub: Hub | None = None,
+    dry_run: bool = False,
+) -> LockResult:
+    """Bring kernels.lock up to date with pyproject (or, with ``check``, only tell whether it is).
+
+    ``root``: the project folder; None finds the nearest enclosing project (as every function here does).
+    ``dry_run``: resolve as `lock` would, but write nothing (``written`` then says whether it would write).
+    """
+    interrupt.reset()
+    project = projects.load(projects.locate(root))
+    return lock_project(project, upgrade or Upgrade(), check=check, hub=hub, dry_run=dry_run)
+
+
+def lock_project(
+    project: Project, upgrade: Upgrade, *, check: bool = False, hub: Hub | None = None, dry_run: bool = False
+) -> LockResult:
+    """Bring the loaded ``project``'s lock up to date (see :func:`lock`)."""
+    if not project.pyproject.exists():
+        raise ProjectError(
+            f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
+            "project folder."
+        )
+    foreign.check_project(project)
+    for name in upgrade.kernels:
+        if name not in project.requirements:
+            raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")
+    environments = target_environments(project)
+    previous = None
+    reason: str | None = "no kernels.lock yet"
+    if project.lockfile.exists():
+        try:
+            previous = lockfile.read(project.lockfile)  # pyproject and a foreign lock were checked above
+            reason = stale_reason(project, previous, environments)
+        except ForeignLockError:
+            raise
+        except LockError as err:
+            if check:
+                raise
+            previous, reason = _previous_pins(project, err)
+    if check:
+        if reason is not None:
+            raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock` and commit the result.")
+        assert previous is not None
+        return LockResult(previous, False, None)
+    if reason is None and not upgrade.all and not upgrade.kernels:
+        assert previous is not None
+        return LockResult(previous, False, None)
+    from kernlock.resolver import resolve  # the resolver (and with it the Hub client) only when the lock moves
+
+    new = resolve(project, environments, hub_client(hub), previous, upgrade)
+    written = _write_if_changed(project, new, dry_run)
+    return LockResult(new, written, (reason or "upgrade") if written else None, previous)
+
+
+def _previous_pins(project: Project, error: LockError) -> tuple[Lock | None, str]:
+    """The pins of a lock that failed the strict read (an older lock-version, a re-formatted file) and why it is
+    rewritten; a lock whose content fails its checks keeps no pin and is re-created from the Hub."""
+    try:
+        return lockfile.read_pins(project.lockfile), "kernels.lock is rewritten in the current format (pins kept)"
+    except ForeignLockError:
+        raise
+    except LockError:
+        return None, f"kernels.lock failed its checks and is re-created from the Hub ({error})"
+
+
+def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> bool:
+    """Write ``new`` atomically unless kernels.lock already holds exactly its bytes; True when written (with
+    ``dry_run``: when it would be written; nothing is)."""
+    text = lockfile.dumps(new)
+    try:
+        if project.lockfile.read_bytes() == text.encode():
+            return False
+    except OSError:
+        pass  # no lock yet (or unreadable): write it
+    if not dry_run:
+        write_text_atomic(project.lockfile, text)
+    return True
+
+
+@dataclass(frozen=True)
+class AddResult:
+    added: dict[str, str]  # repo -> recorded revision
+    lock: LockResult
+    created: Path | None = None  # the pyproject.toml `add` created (no enclosing project was found)
+
+
+def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | None = None) -> AddResult:
+    """Record ``specs`` in pyproject and re-lock; nothing is written unless the whole resolution succeeds.
+
+    With no ``root`` and no enclosing project, the project is created in the current folder (``created``).
+    """
+    from kernlock.resolver import latest_version, resolve
+
+    interrupt.reset()
+    parsed = [Spec.parse(text) for text in specs]
+    repos = [spec.repo.casefold() for spec in parsed]
+    twice = sorted({spec.repo for spec in parsed if repos.count(spec.repo.casefold()) > 1})
+    if twice:
+        raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
+    found = projects.locate(root) if root is not None else projects.find_root()
+    project = projects.load(found or Path.cwd())
+    foreign.check_project(project)
+    hub = hub_client(hub)
+    environments = target_environments(project)
+    added: dict[str, str] = {}
+    requirements = dict(project.requirements)
+    for spec in parsed:
+        rev = spec.rev or latest_version(hub, spec.repo, environments)
+        same = [repo for repo in requirements if repo.casefold() == spec.repo.casefold()]
+        old = requirements.pop(same[0]) if same else None  # repo ids are not case-sensitive: one entry
+        requirements[spec.repo] = Requirement(spec.repo, (Pin(rev),), trust or bool(old and old.trust))
+        added[spec.repo] = rev
+    candidate = replace(project, requirements=requirements)
+    previous = None
+    if project.lockfile.exists():
+        try:
+            previous = lockfile.read_pins(project.lockfile)
+        except ForeignLockError:
+            raise
+        except LockError:
+            previous = None
+    new = resolve(candidate, environments, hub, previous)
+    created = not project.pyproject.exists()
+    projects.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
+    written = _write_if_changed(project, new)
+    return AddResult(
+        added, LockResult(new, written, "added " + ", ".join(added)), project.pyproject if created else None
+    )
+
+
+def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockResult:
+    """Drop requirements (``org/name``, also written ``org/name@rev``) from pyproject and re-lock."""
+    from kernlock.resolver import resolve
+
+    interrupt.reset()
+    names = [Spec.parse(name).repo for name in names]
+    project = projects.load(projects.locate(root))
+    foreign.check_project(project)
+    unknown = [name for name in names if name not in project.requirements]
+    if unknown:
+        known = ", ".join(sorted(project.requirements)) or "none"
+        raise ProjectError(
+            f"{', '.join(unknown)} not in [tool.kernlock.kernels] (requirements: {known}); `kernlock show` lists them."
+        )
+    requirements = {k: v for k, v in project.requirements.items() if k not in names}
+    candidate = replace(project, requirements=requirements)
+    previous = lockfile.read_pins(project.lockfile) if project.lockfile.exists() else None
+    new = resolve(candidate, target_environments(project), hub_client(hub), previous)
+    projects.remove_requirements(project, names)
+    written = _write_if_changed(project, new)
+    return LockResult(new, written, "removed " + ", ".join(names))

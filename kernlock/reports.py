@@ -1,0 +1,82 @@
+"""`kernlock env` and `kernlock outdated`: what this machine is and loads, and what moved on the Hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernlock import interrupt
+from kernlock import project as projects
+from kernlock.environment import detect_with_facts
+from kernlock.errors import LockError
+from kernlock.locking import hub_client, read_lock, target_environments
+
+if TYPE_CHECKING:
+    from kernlock.hub import Hub
+    from kernlock.outdated import Report
+
+__all__ = ["env_report", "outdated"]
+
+
+def env_report(root: Path | None = None) -> dict[str, Any]:
+    """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
+    from kernlock import facts
+    from kernlock.compat import SUPPORTED, installed, legacy_loader, transformers_gate
+
+    machine = detect_with_facts()
+    environment = str(machine)
+    report: dict[str, Any] = {
+        "environment": environment,
+        "declared": {"name": environment, **machine.extras.as_data()},
+        "versions": {name: installed(name) for name in SUPPORTED},
+        "kernels": [],
+    }
+    gate = transformers_gate()
+    if gate is not None:
+        report["transformers_gate"] = {"ok": gate.ok, "message": gate.message()}
+    unsupported = legacy_loader()
+    if unsupported is not None:
+        report["unsupported_loader"] = unsupported
+    # The installed loader's generation (read from its files: kernels is not imported) and what kernlock covers.
+    from kernlock import loaders
+
+    probe = loaders.probe_files()
+    report["loader"] = {"generation": probe.generation, "kernels": probe.kernels}
+    if probe.missing:
+        report["loader"]["missing"] = list(probe.missing)
+    gated = None
+    if gate is not None and not gate.ok:
+        gated = f"transformers {gate.transformers} loads no Hub kernel with kernels {gate.kernels} (its version gate)"
+    report["load_paths"] = loaders.load_paths(probe.generation, gated)
+    found = projects.locate(root) if root is not None else projects.find_root()
+    project = projects.load(found or Path.cwd())
+    if project.lockfile.exists():
+        try:
+            lock = read_lock(project)
+        except LockError as err:
+            report["lock_error"] = str(err)
+            return report
+        differ = facts.differences(lock.facts_for(environment), report["declared"])
+        if differ:
+            report["facts_differ"] = differ
+        for repo in lock.repos:
+            entry = lock.entry_for(repo, environment)
+            variant = entry.variant_for(environment) if entry else None
+            report["kernels"].append(
+                {
+                    "repo": repo,
+                    "commit": entry.commit if entry else None,
+                    "variant": variant.name if variant else None,
+                }
+            )
+    return report
+
+
+def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
+    """`kernlock outdated`: moved refs, newer versions and what `lock --upgrade` would change, per locked kernel."""
+    from kernlock import outdated as outdating
+
+    interrupt.reset()
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    return outdating.report(project, lock, target_environments(project), hub_client(hub))
