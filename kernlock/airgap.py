@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["BundleResult", "bundle", "mirror_app", "serve", "sync_from"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BundleResult:
     path: Path
     size: int  # bytes
@@ -51,7 +51,14 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
         for f in v.files
     }
     size = bundles.write(out, project.lockfile.read_bytes(), pairs, envs, sources)
-    return BundleResult(Path(out), size, len(sources), len(pairs), tuple(envs), report.downloaded_files)
+    return BundleResult(
+        path=Path(out),
+        size=size,
+        files=len(sources),
+        variants=len(pairs),
+        environments=tuple(envs),
+        downloaded=report.downloaded_files,
+    )
 
 
 def sync_from(

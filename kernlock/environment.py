@@ -93,7 +93,7 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
     return parsed
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, kw_only=True)  # not slotted: its parse is a cached_property
 class Environment:
     """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS (its ``name``, the
     environment string), and the optional facts the loader also decides on (``extras``: GPU compute capabilities,
@@ -108,7 +108,7 @@ class Environment:
         string) on bad input."""
         if not isinstance(text, str):
             raise EnvironmentStringError(f"{text!r} is not an environment string; {_GRAMMAR}.")
-        env = cls(text.strip())
+        env = cls(name=text.strip())
         env._parts  # noqa: B018 - validates
         return env
 
@@ -130,7 +130,7 @@ class Environment:
         except optional.FactError as err:
             end = "" if str(err).endswith("?") else "."
             raise EnvironmentStringError(f"environment {env}: {err}{end}") from None
-        return cls(env.name, found)
+        return cls(name=env.name, extras=found)
 
     def declared(self) -> str | dict[str, Any]:
         """How pyproject declares it: the string, or ``{ name, <facts> }`` when it declares facts."""
@@ -228,7 +228,7 @@ def detect_with_facts() -> Environment:
     """This machine with its optional facts (:func:`kernlock.facts.detect`; torch is imported only on a CUDA
     machine, for the GPUs' compute capabilities)."""
     env = detect()
-    return Environment(env.name, optional.detect(env.backend, env.os))
+    return Environment(name=env.name, extras=optional.detect(env.backend, env.os))
 
 
 def _platform() -> tuple[str, str]:
@@ -309,7 +309,7 @@ _CLAUSE = re.compile(r"^\s*(torch|cuda|rocm|os|arch)\s*(==|!=|<=|>=|<|>)\s*([A-Z
 _VERSIONED = {"torch", "cuda", "rocm"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Condition:
     """A `when` expression: clauses like ``cuda == 12.8`` joined by ``and``."""
 
@@ -337,7 +337,7 @@ class Condition:
             elif op not in ("==", "!="):
                 raise SpecError(f"`when` condition '{text}': {key} can only be compared with == or !=.")
             clauses.append((key, op, value))
-        return cls(" and ".join(f"{k} {o} {v}" for k, o, v in clauses), tuple(clauses))
+        return cls(text=" and ".join(f"{k} {o} {v}" for k, o, v in clauses), clauses=tuple(clauses))
 
     def matches(self, env: Environment) -> bool:
         """True when every clause holds on ``env``; a fact the environment lacks (cuda on a CPU) only

@@ -27,7 +27,7 @@ def kernels_pins(lock: Lock, environment: str | None = None) -> list[ForeignPin]
     for entry in lock.kernels:
         if environment is not None and environment not in entry.environments:
             continue
-        pin = ForeignPin(entry.repo, entry.requested, entry.commit)
+        pin = ForeignPin(repo=entry.repo, rev=entry.requested, commit=entry.commit)
         other = pins.setdefault(entry.repo, pin)
         if other.commit != pin.commit:
             raise KernlockError(

@@ -38,7 +38,7 @@ class FactError(ValueError):
     """An optional fact that is not valid; the message names the fix."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Facts:
     """The optional facts of one environment (None: not declared)."""
 

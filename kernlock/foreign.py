@@ -30,7 +30,7 @@ _VERSION = re.compile(r"^v(\d{1,4})$")
 _CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ForeignPin:
     """One entry of a kernels JSON lock: a repo, the revision it was asked at (``vN`` for a version) and its commit."""
 
@@ -101,7 +101,7 @@ def _pin(item: object) -> ForeignPin:
     names.check_repo(repo)
     names.check_commit(commit)
     names.check_ref(rev)
-    return ForeignPin(repo, rev, commit)
+    return ForeignPin(repo=repo, rev=rev, commit=commit)
 
 
 def render_json_lock(pins: list[ForeignPin]) -> str:

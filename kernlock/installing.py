@@ -37,7 +37,7 @@ def this_environment(lock: Lock) -> str:
 def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, hub: Hub | None) -> LockResult:
     """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale."""
     if frozen:
-        return LockResult(read_lock(project), False, None)
+        return LockResult(lock=read_lock(project), written=False, reason=None)
     if locked or offline:
         try:
             return lock_project(project, Upgrade(), check=True, hub=hub)
@@ -104,7 +104,7 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
     return verifying.verify(lock, required)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ShowResult:
     rows: list[dict[str, Any]]  # one per lock entry
     stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
@@ -142,4 +142,4 @@ def show(root: Path | None = None) -> ShowResult:
                 "path": str(cache.variant_path(kernel, variant)) if variant else None,
             }
         )
-    return ShowResult(rows, stale)
+    return ShowResult(rows=rows, stale=stale)

@@ -94,7 +94,7 @@ def read_lock(project: Project) -> Lock:
     return lockfile.read(project.lockfile)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LockResult:
     lock: Lock
     written: bool
@@ -149,15 +149,15 @@ def lock_project(
         if reason is not None:
             raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock` and commit the result.")
         assert previous is not None
-        return LockResult(previous, False, None)
+        return LockResult(lock=previous, written=False, reason=None)
     if reason is None and not upgrade.all and not upgrade.kernels:
         assert previous is not None
-        return LockResult(previous, False, None)
+        return LockResult(lock=previous, written=False, reason=None)
     from kernlock.resolver import resolve  # the resolver (and with it the Hub client) only when the lock moves
 
     new = resolve(project, environments, hub_client(hub), previous, upgrade)
     written = _write_if_changed(project, new, dry_run)
-    return LockResult(new, written, (reason or "upgrade") if written else None, previous)
+    return LockResult(lock=new, written=written, reason=(reason or "upgrade") if written else None, previous=previous)
 
 
 def _previous_pins(project: Project, error: LockError) -> tuple[Lock | None, str]:
@@ -185,7 +185,7 @@ def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> boo
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AddResult:
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult
@@ -216,7 +216,8 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         rev = spec.rev or latest_version(hub, spec.repo, environments)
         same = [repo for repo in requirements if repo.casefold() == spec.repo.casefold()]
         old = requirements.pop(same[0]) if same else None  # repo ids are not case-sensitive: one entry
-        requirements[spec.repo] = Requirement(spec.repo, (Pin(rev),), trust or bool(old and old.trust))
+        trusted = trust or bool(old and old.trust)
+        requirements[spec.repo] = Requirement(repo=spec.repo, pins=(Pin(rev=rev),), trust=trusted)
         added[spec.repo] = rev
     candidate = replace(project, requirements=requirements)
     previous = None
@@ -232,7 +233,9 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     projects.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
     written = _write_if_changed(project, new)
     return AddResult(
-        added, LockResult(new, written, "added " + ", ".join(added)), project.pyproject if created else None
+        added=added,
+        lock=LockResult(lock=new, written=written, reason="added " + ", ".join(added)),
+        created=project.pyproject if created else None,
     )
 
 
@@ -256,4 +259,4 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     new = resolve(candidate, target_environments(project), hub_client(hub), previous)
     projects.remove_requirements(project, names)
     written = _write_if_changed(project, new)
-    return LockResult(new, written, "removed " + ", ".join(names))
+    return LockResult(lock=new, written=written, reason="removed " + ", ".join(names))

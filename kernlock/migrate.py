@@ -77,7 +77,7 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     recorded = {}
     for repo, rev in wanted.items():
         if repo not in requirements:  # an existing [tool.kernlock.kernels] entry wins
-            requirements[repo] = Requirement(repo, (Pin(rev),), trust)
+            requirements[repo] = Requirement(repo=repo, pins=(Pin(rev=rev),), trust=trust)
             recorded[repo] = rev
     candidate = replace(project, requirements=requirements)
     hub = hub or Hub()

@@ -29,7 +29,7 @@ PYPROJECT = "pyproject.toml"
 _VCS = (".git", ".hg", ".svn")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Pin:
     """One revision of a requirement, optionally only for environments where ``when`` holds."""
 
@@ -43,7 +43,7 @@ class Pin:
         return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Requirement:
     """A requested kernel repo: its pins (first match wins) and whether its publisher is trusted by hand."""
 
@@ -69,7 +69,7 @@ class Requirement:
         return {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Spec:
     """A command-line spec ``org/name[@rev]``."""
 
@@ -90,7 +90,7 @@ class Spec:
                 "(rev: a version branch like v1, a tag, a branch or a commit sha), "
                 "e.g. kernels-community/activation@v1."
             )
-        return cls(repo, rev or None)
+        return cls(repo=repo, rev=rev or None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,7 +104,7 @@ class Upgrade:
         return self.all or repo in self.kernels
 
 
-@dataclass
+@dataclass(kw_only=True, slots=True)
 class Project:
     """A project directory and its parsed [tool.kernlock] table."""
 
@@ -161,7 +161,7 @@ def locate(root: Path | str | None) -> Path:
 def load(root: Path | str) -> Project:
     """Read ``root/pyproject.toml``; a missing file or table gives an empty project."""
     root = Path(root).resolve()
-    project = Project(root)
+    project = Project(root=root)
     if not project.pyproject.exists():
         return project
     doc = _read_plain(project.pyproject)
@@ -259,7 +259,7 @@ def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
     if not _valid(names.check_repo, repo):
         raise ProjectError(f"{prefix}: a key must be a repo id org/name, e.g. kernels-community/activation.")
     if isinstance(value, str):
-        return Requirement(repo, (Pin(_check_rev(value, prefix)),))
+        return Requirement(repo=repo, pins=(Pin(rev=_check_rev(value, prefix)),))
     entries = [value] if isinstance(value, dict) else value
     if not isinstance(entries, list) or not entries:
         raise ProjectError(
@@ -287,8 +287,8 @@ def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
                 when = Condition.parse(entry["when"])
             except SpecError as err:
                 raise ProjectError(f"{prefix}: {err}") from err
-        pins.append(Pin(_check_rev(entry["rev"], prefix), when))
-    return Requirement(repo, tuple(pins), trust)
+        pins.append(Pin(rev=_check_rev(entry["rev"], prefix), when=when))
+    return Requirement(repo=repo, pins=tuple(pins), trust=trust)
 
 
 def _valid(check: Callable[[object], object], value: object) -> bool:

@@ -771,7 +771,7 @@ def check_pyproject(text: str, addition: tuple[str, str, bool]) -> None:
         if not record(loaded, {repo: (rev, trust)}):
             return
         edited = project.load(root)
-        assert edited.requirements[repo] == project.Requirement(repo, (project.Pin(rev),), trust)
+        assert edited.requirements[repo] == project.Requirement(repo=repo, pins=(project.Pin(rev=rev),), trust=trust)
         assert edited.environments == loaded.environments
         others = {k: v for k, v in loaded.requirements.items() if k.casefold() != repo.casefold()}
         assert {k: v for k, v in edited.requirements.items() if k != repo} == others
