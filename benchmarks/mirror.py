@@ -159,6 +159,7 @@ def _fleet(url: str, clients: int, project: Path, repos: list[str], work: Path, 
 
 
 def _verify(project: Path, outputs: list, codes: list[int]) -> dict:
+    from kernlock import cache as caches
     from kernlock import lockfile
     from kernlock import sync as syncing
 
@@ -168,14 +169,14 @@ def _verify(project: Path, outputs: list, codes: list[int]) -> dict:
     for (cache, kernlock, (out, err)), code in zip(outputs, codes, strict=True):
         ok = code == 0
         if ok and kernlock:
-            ok = not syncing.verify(lock, [CPU_ENV], cache=cache)
+            ok = syncing.verify(lock, [CPU_ENV], cache=cache).ok
         elif ok:
             loaded = json.loads(out.decode().strip().splitlines()[-1])
             ok = all(loaded.get(e.repo) == e.commit for e, _ in pairs)
             for entry, variant in pairs:
                 root = cache / f"kernels--{entry.repo.replace('/', '--')}" / "snapshots" / entry.commit / "build"
                 files = [(root / variant.name / f.path, f) for f in variant.files]
-                ok = ok and all(syncing.file_hash(p, f.algorithm) == f.hash for p, f in files)
+                ok = ok and all(caches.file_hash(p, f.algorithm) == f.hash for p, f in files)
         if not ok:
             failed += 1
             print(f"client in {cache} failed (exit {code}): {err.decode()[-800:]}", file=sys.stderr)

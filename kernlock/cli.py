@@ -347,10 +347,10 @@ def verify(all_environments: bool, project_dir: Path | None) -> None:
     from kernlock import api
 
     result = api.verify(project_dir, all_environments=all_environments)
-    if result:
-        for problem in result:
+    if not result.ok:
+        for problem in result.problems:
             click.secho(f"  {problem}", fg="red", err=True)
-        kinds = {problem.kind for problem in result}
+        kinds = {problem.kind.value for problem in result.problems}
         what = [
             text
             for kind, text in (
@@ -362,8 +362,8 @@ def verify(all_environments: bool, project_dir: Path | None) -> None:
             if kind in kinds
         ]
         click.secho(
-            f"error: {count(len(result), 'problem')} in {result.cache} ({', '.join(what)}); run `kernlock sync` to "
-            "download, replace or remove what does not match kernels.lock.",
+            f"error: {count(len(result.problems), 'problem')} in {result.cache} ({', '.join(what)}); run "
+            "`kernlock sync` to download, replace or remove what does not match kernels.lock.",
             fg="red",
             err=True,
         )

@@ -247,18 +247,20 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
         path = state.verified.get(key)
         if path is not None:
             return path
-        from kernlock import hfenv, sync
+        from kernlock import hfenv
+        from kernlock.variantcheck import check_variant
 
         settings = activated.settings()
         full = settings is not None and settings.verify == "full"
         try:
-            path = sync.check_variant(entry, variant, full=full)
+            path = check_variant(entry, variant, full=full)
         except NotSyncedError:
             try:
+                from kernlock.fetch import ensure_variant
                 from kernlock.hub import Hub
 
                 hub = Hub(retries=_FETCH_RETRIES, backoff=0.25)  # a load waits seconds, not minutes
-                path = sync.ensure_variant(entry, variant, hub=hub, offline=hfenv.offline())
+                path = ensure_variant(entry, variant, hub=hub, offline=hfenv.offline())
             except HubError as err:
                 raise NotSyncedError(
                     f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here and could not "

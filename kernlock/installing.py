@@ -17,6 +17,7 @@ from kernlock.project import Project, Upgrade
 if TYPE_CHECKING:
     from kernlock import sync as syncing
     from kernlock.hub import Hub
+    from kernlock.verify import VerifyResult
 
 __all__ = ["ShowResult", "show", "sync", "sync_after_add", "this_environment", "verify"]
 
@@ -87,10 +88,10 @@ def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | N
     return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline())
 
 
-def verify(root: Path | None = None, all_environments: bool = False) -> syncing.VerifyResult:
+def verify(root: Path | None = None, all_environments: bool = False) -> VerifyResult:
     """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
-    locked variant) must be present. Returns the problems; empty means intact."""
-    from kernlock import sync as syncing
+    locked variant) must be present. Returns the problems; none (``.ok``) means intact."""
+    from kernlock import verify as verifying
 
     lock = read_lock(projects.load(projects.locate(root)))
     if all_environments:
@@ -100,7 +101,7 @@ def verify(root: Path | None = None, all_environments: bool = False) -> syncing.
             required = [env for env in [str(detect())] if env in lock.environments]
         except KernlockError:
             required = []
-    return syncing.verify(lock, required)
+    return verifying.verify(lock, required)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,7 +113,7 @@ class ShowResult:
 def show(root: Path | None = None) -> ShowResult:
     """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
     whether the lock is stale."""
-    from kernlock import sync as syncing
+    from kernlock import cache, variantcheck
 
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
@@ -137,8 +138,8 @@ def show(root: Path | None = None) -> ShowResult:
                 "required_by": list(kernel.required_by),
                 "environment": env,
                 "variant": variant.name if variant else None,
-                "synced": syncing.is_synced(kernel, variant) if variant else None,
-                "path": str(syncing.variant_path(kernel, variant)) if variant else None,
+                "synced": variantcheck.is_synced(kernel, variant) if variant else None,
+                "path": str(cache.variant_path(kernel, variant)) if variant else None,
             }
         )
     return ShowResult(rows=rows, stale=stale)

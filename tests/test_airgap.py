@@ -110,7 +110,7 @@ def test_bundle_round_trip_offline_and_deterministic(site: Site, tmp_path: Path)
     assert again.read_bytes() == site.bundle.read_bytes()
     assert not list(tmp_path.glob(".again.tar.*"))  # no temporary file left
 
-    assert not syncing.verify(site.lock, [CPU_ENV, CUDA_ENV], cache=tmp_path / "cache")
+    assert syncing.verify(site.lock, [CPU_ENV, CUDA_ENV], cache=tmp_path / "cache").problems == ()
     assert run_cli("verify", "--all-environments", "--project", str(site.project), env=env).returncode == 0
 
 
@@ -127,7 +127,7 @@ def test_sync_from_installs_only_this_environment_by_default(site: Site, tmp_pat
     result = run_cli("sync", "--from", str(site.bundle), "--project", str(site.project), env=env)
     assert result.returncode == 0, result.stderr
     assert f"synced 2 variants of 2 kernels for {CPU_ENV}" in result.stdout
-    assert not syncing.verify(site.lock, [CPU_ENV], cache=tmp_path / "cache")
+    assert syncing.verify(site.lock, [CPU_ENV], cache=tmp_path / "cache").problems == ()
     assert all(CUDA_ENV.split("-")[2] not in p for p in _installed(tmp_path / "cache"))
 
 
@@ -239,10 +239,10 @@ def test_an_interrupted_sync_from_resumes(hub_server: HubServer, tmp_path: Path)
     else:
         pytest.fail("the copy never got interrupted")
     assert list(cache.glob("kernels--*/blobs/*.incomplete"))
-    assert all(p.kind in ("missing", "not synced") for p in syncing.verify(lock, [], cache=cache))
+    assert all(p.kind.value in ("missing", "not synced") for p in syncing.verify(lock, [], cache=cache).problems)
     result = subprocess.run(argv, env=node, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert not syncing.verify(lock, [CPU_ENV], cache=cache)
+    assert syncing.verify(lock, [CPU_ENV], cache=cache).problems == ()
     assert not list(cache.glob("kernels--*/blobs/*.incomplete"))
 
 
@@ -353,7 +353,7 @@ def test_kernlock_sync_against_a_mirror_of_a_cache(site: Site, tmp_path: Path):
         node = client_env(site.env, server.url, tmp_path / "node-cache")
         result = run_cli("sync", "--all-environments", "--project", str(site.project), env=node)
         assert result.returncode == 0, result.stderr
-        assert not syncing.verify(site.lock, [CPU_ENV, CUDA_ENV], cache=tmp_path / "node-cache")
+        assert syncing.verify(site.lock, [CPU_ENV, CUDA_ENV], cache=tmp_path / "node-cache").problems == ()
         with urllib.request.urlopen(f"{server.url}/health") as response:
             health = json.loads(response.read())
     assert health["status"] == "ok" and set(health["kernels"]) == {ACTIVATION, FA2}

@@ -1,4 +1,5 @@
-"""The Hub edge (kernlock/hub.py): a broken or hostile Hub, persistent and transient faults, a dead endpoint.
+"""The Hub edge (kernlock/hub.py, hubhttp.py, hubdownload.py): a broken or hostile Hub, persistent and transient
+faults, a dead endpoint.
 
 Every case runs the real CLI in a fresh process against the local Hub, whose answers are rewritten
 (``faults.rewrite``) or faulted (``faults.status/drop/truncate``): the command ends with exit 1 and one `error:`
@@ -20,9 +21,12 @@ from typing import Any
 import pytest
 from helpers import CPU_ENV, run_cli, write_pyproject
 
+from kernlock import cache as caches
 from kernlock import interrupt, lockfile
 from kernlock import sync as syncing
-from kernlock.hub import COMMAND_RETRIES, DEFAULT_RETRIES, MAX_LISTING, MAX_READ, Hub
+from kernlock.hub import Hub
+from kernlock.hubanswers import MAX_LISTING, MAX_READ
+from kernlock.hubhttp import COMMAND_RETRIES, DEFAULT_RETRIES
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.server import Transform
 
@@ -270,6 +274,28 @@ def test_poisoned_kernlock_cache_is_fetched_again(hub: HubServer, user_env: dict
     assert json.loads(tree.read_text())[CPU_ENV][0][0] != "../../../escaped.py"  # the cache is repaired
 
 
+def test_an_answer_cache_that_cannot_be_written_costs_requests_not_the_lock(
+    hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """Folders hold the places of the cached build tree and metadata.json (a cache kernlock cannot write there):
+    the lock still succeeds, byte for byte the same, and each such answer is simply asked again."""
+    write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])
+    assert _lock(project, user_env).returncode == 0
+    good = (project / "kernels.lock").read_text()
+    (entry,) = lockfile.read(project / "kernels.lock").kernels
+    folder = Path(user_env["KERNLOCK_CACHE"]) / "hub" / "kernels-community--activation" / entry.commit
+    for cached in (folder / "build-tree.json", folder / "files" / VARIANT / "metadata.json"):
+        cached.unlink()
+        (cached / "in-the-way").mkdir(parents=True)
+    for _attempt in range(2):
+        (project / "kernels.lock").unlink()
+        hub.log.clear()
+        result = _lock(project, user_env)
+        assert result.returncode == 0, result.stderr
+        assert (project / "kernels.lock").read_text() == good
+        assert hub.log.count(contains="/tree/") == 1 and hub.log.count(contains="metadata.json") == 1
+
+
 def test_cache_symlink_out_of_the_cache_is_not_followed(
     hub: HubServer, user_env: dict[str, str], project: Path, outside: Path
 ):
@@ -467,10 +493,10 @@ def test_wrong_file_is_refused_and_removed(
     _one_error(result, hub.url, so.path, words)
     cache = Path(user_env["HF_HUB_CACHE"])
     assert not (syncing.variant_path(entry, variant, cache) / so.path).exists()
-    blobs = syncing.repo_folder(ACTIVATION, cache) / "blobs"
+    blobs = caches.repo_folder(ACTIVATION, cache) / "blobs"
     assert not (blobs / so.digest).exists()
     assert sorted(p.name for p in blobs.glob("*.incomplete")) == []
-    assert not syncing.receipt_path(entry, variant, cache).exists()
+    assert not caches.receipt_path(entry, variant, cache).exists()
 
     hub.faults.clear()
     again = _sync(project, user_env)
@@ -493,3 +519,41 @@ def test_a_body_shorter_than_announced_is_resumed(hub: HubServer, user_env: dict
     so = [r.status for r in hub.log.snapshot() if r.path.endswith(".so")]
     assert so == [200, 206]
     assert run_cli("verify", "--project", str(project), env=user_env).returncode == 0
+
+
+# -- what kernlock uses of huggingface_hub ---------------------------------------------------------------------
+
+HUB_MODULES = ("hub.py", "hubanswers.py", "hubhttp.py", "hubdownload.py", "fetch.py")
+
+
+def test_the_hub_layer_uses_only_public_huggingface_hub_names():
+    """Every name kernlock's Hub modules import from huggingface_hub is public and exists in the installed
+    version, and the header builder still takes the keywords kernlock passes: an upstream rename fails here,
+    naming the module and the name, before any user meets it as an ImportError or a TypeError mid-request."""
+    import ast
+    import importlib
+    import inspect
+
+    import kernlock
+
+    imported = []
+    for name in HUB_MODULES:
+        tree = ast.parse((Path(kernlock.__file__).parent / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "huggingface_hub":
+                imported += [(name, node.module, alias.name) for alias in node.names]
+    assert {n for _, _, n in imported} >= {"get_session", "build_hf_headers", "hf_raise_for_status", "hf_hub_url"}
+    private = [f"{where}: {module}.{name}" for where, module, name in imported if name.startswith("_")]
+    assert private == [], "private huggingface_hub names; use a public one or one adapter with a test"
+    missing = [
+        f"{where}: {module}.{name}"
+        for where, module, name in imported
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == [], f"huggingface_hub {importlib.import_module('huggingface_hub').__version__} lacks them"
+
+    from huggingface_hub.utils import build_hf_headers
+
+    assert {"token", "library_name", "library_version"} <= set(inspect.signature(build_hf_headers).parameters)
+    headers = build_hf_headers(token=None, library_name="kernlock", library_version=kernlock.__version__)
+    assert f"kernlock/{kernlock.__version__}" in headers["user-agent"]

@@ -15,6 +15,8 @@ from kernlock import api
 from kernlock.testing import HubServer
 
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
+#: kernlock's modules of the kernel cache, from the cheapest (layout) to the download and orchestration.
+CACHE_MODULES = ("kernlock.cache", "kernlock.variantcheck", "kernlock.verify", "kernlock.fetch", "kernlock.sync")
 #: What a command that makes no request and loads nothing must not import (each costs tens to hundreds of ms).
 HEAVY = ("kernels", "huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2", "torch", "transformers", "filelock")
 
@@ -71,17 +73,31 @@ def test_local_commands_import_no_network_loader_or_torch(
 
 
 @pytest.mark.parametrize("args", [["lock", "--check"], ["env"]])
-def test_commands_that_never_touch_the_cache_skip_the_sync_module(
+def test_commands_that_never_touch_the_cache_skip_the_cache_modules(
     args: list[str], synced: dict[str, str], project: Path, tmp_path: Path
 ):
-    """`lock --check` and `env` read no cache state, so they import no `kernlock.sync` (`show` does: it says
-    whether each kernel is synced)."""
+    """`lock --check` and `env` read no cache state, so they import none of kernlock's cache modules."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
-    assert "kernlock.sync" not in modules
-    shown, shown_modules = run_cli_imports("show", env=synced, cwd=project, out=tmp_path / "shown.txt")
-    assert shown.returncode == 0, shown.stderr
-    assert "kernlock.sync" in shown_modules
+    assert {m for m in modules if m.startswith("kernlock.")} & set(CACHE_MODULES) == set()
+
+
+@pytest.mark.parametrize(
+    ("args", "needs"),
+    [
+        (["show"], {"kernlock.cache", "kernlock.variantcheck"}),
+        (["verify"], {"kernlock.cache", "kernlock.variantcheck", "kernlock.verify"}),
+        (["sync", "--frozen"], set(CACHE_MODULES)),
+    ],
+)
+def test_commands_import_only_the_cache_modules_they_use(
+    args: list[str], needs: set[str], synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """`show` says whether each kernel is synced and `verify` re-hashes: both import the cache check, never the
+    download or sync modules; a no-op `sync` imports them all (and still no network stack, tested above)."""
+    done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert {m for m in modules if m.startswith("kernlock.")} & set(CACHE_MODULES) == needs
 
 
 def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, str], project: Path, tmp_path: Path):

@@ -46,8 +46,8 @@ def _interrupt(proc: subprocess.Popen, sig: int, delay: float) -> tuple[int, str
 def _assert_nothing_partial_visible(project: Path, cache: Path) -> None:
     """Every file the snapshot shows is a verified blob; no stray temporary file in a variant folder."""
     lock = lockfile.read(project / "kernels.lock")
-    for problem in syncing.verify(lock, [], cache=cache):
-        assert problem.kind in ("missing", "not synced"), str(problem)
+    for problem in syncing.verify(lock, [], cache=cache).problems:
+        assert problem.kind.value in ("missing", "not synced"), str(problem)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -66,7 +66,7 @@ def test_signal_stops_sync_and_the_next_run_resumes(
     _assert_nothing_partial_visible(project, cache)
     hub.faults.clear()
     assert api.sync(project, progress=False)
-    assert syncing.verify(lockfile.read(project / "kernels.lock"), [CPU_ENV], cache=cache) == []
+    assert syncing.verify(lockfile.read(project / "kernels.lock"), [CPU_ENV], cache=cache).problems == ()
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -101,4 +101,4 @@ def test_sigkill_at_a_random_moment_leaves_a_consistent_state(
     hub.faults.clear()
     api.add(project, ["kernels-community/activation@v1"])
     api.sync(project, progress=False)
-    assert syncing.verify(lockfile.read(lock_path), [CPU_ENV]) == []
+    assert syncing.verify(lockfile.read(lock_path), [CPU_ENV]).problems == ()

@@ -29,10 +29,12 @@ import pytest
 from helpers import CPU_ENV, run_cli, write_pyproject
 
 from kernlock import api
+from kernlock import cache as caches
 from kernlock import sync as syncing
 from kernlock.errors import IntegrityError, NotSyncedError
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import Catalog, HubServer, read_identity
+from kernlock.variantcheck import FileState
 
 ACTIVATION = "kernels-community/activation"
 TAG = sys.implementation.cache_tag  # cpython-311
@@ -326,7 +328,7 @@ def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp
     with pytest.raises(NotSyncedError):
         syncing.check_variant(entry, variant, cache=cache)
     root = syncing.variant_path(entry, variant, cache)
-    blobs = syncing.repo_folder(entry.repo, cache) / "blobs"
+    blobs = caches.repo_folder(entry.repo, cache) / "blobs"
     blobs.mkdir(parents=True)
     for locked_file in files:
         (blobs / locked_file.digest).write_bytes(contents[locked_file.path])
@@ -349,6 +351,6 @@ def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp
     elsewhere = tmp_path / "elsewhere"
     lib.rename(elsewhere)
     lib.symlink_to(elsewhere)  # the same files, through a folder symlink
-    problems = syncing.verify(Lock("sha256:" + "0" * 64, (CPU_ENV,), (entry,)), [CPU_ENV], cache=cache)
-    assert [(p.path, p.kind) for p in problems] == [("pkg/lib", "unexpected")]
+    problems = syncing.verify(Lock("sha256:" + "0" * 64, (CPU_ENV,), (entry,)), [CPU_ENV], cache=cache).problems
+    assert [(p.path, p.kind) for p in problems] == [("pkg/lib", FileState.UNEXPECTED)]
     assert "a symlink to" in problems[0].detail

@@ -33,7 +33,8 @@ from helpers import (
     write_pyproject,
 )
 
-from kernlock import lockfile, sync
+from kernlock import cache as caches
+from kernlock import lockfile
 from kernlock.hooks_kernels import satisfies
 from kernlock.lockmodel import Lock
 from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
@@ -315,9 +316,11 @@ def test_kernel_loaded_before_activation_must_be_the_locked_build(rt: Runtime, o
 
 def test_not_synced_and_online_fetches_exactly_the_locked_files(rt: Runtime, online):
     server, env = online
-    child = rt.run(f'import kernels\nkernels.get_kernel("{FA2}", version=4)\nreport()', env=env)
+    body = f'import kernels, sys\nkernels.get_kernel("{FA2}", version=4)\nreport(fetch="kernlock.fetch" in sys.modules)'
+    child = rt.run(body, env=env)
     assert child.returncode == 0, child.stderr[-3000:]
     report = child.report
+    assert report["fetch"] is True  # the download module is imported on this path (see the synced load below)
     assert report["loaded"][FA2]["identity"] == rt.identity(FA2)
     entry = rt.entry(FA2)
     variant = entry.variant_for(CPU_ENV)
@@ -344,7 +347,7 @@ def _tampered_cache(rt: Runtime, tmp_path: Path, keep_size: bool) -> tuple[dict[
     entry = rt.entry(FA2)
     variant = entry.variant_for(CPU_ENV)
     assert variant is not None
-    blob = (sync.variant_path(entry, variant, cache) / "__init__.py").resolve()
+    blob = (caches.variant_path(entry, variant, cache) / "__init__.py").resolve()
     marker = tmp_path / "imported"
     text = blob.read_text()
     first = text.splitlines()[0]  # the module docstring
@@ -421,6 +424,22 @@ def test_import_kernlock_activate_imports_no_ml_library(rt: Runtime):
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout.strip() == "[]"
+
+
+def test_a_synced_load_imports_no_download_module(rt: Runtime):
+    """The run-time path of a synced kernel checks it with the cache modules only: kernlock's download, sync,
+    verify and Hub client modules stay unimported (the not-synced load above does import kernlock.fetch)."""
+    child = rt.run(
+        f"""
+        import sys, kernels
+        kernels.get_kernel("{FA2}", version=4)
+        report(kernlock=sorted(m for m in sys.modules if m.startswith("kernlock.")))
+        """
+    )
+    report = rt.assert_locked(child, FA2)
+    assert "kernlock.variantcheck" in report["kernlock"] and "kernlock.cache" in report["kernlock"]
+    unexpected = {"kernlock.fetch", "kernlock.sync", "kernlock.verify", "kernlock.hub"} & set(report["kernlock"])
+    assert unexpected == set()
 
 
 def _settings(rt: Runtime, cwd: Path, env: dict[str, str] | None = None, call: str = "") -> Child:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from helpers import CPU_ENV, run_cli, write_pyproject
 
 from kernlock import api
+from kernlock import cache as caches
 from kernlock import project as projects
 from kernlock import sync as syncing
 from kernlock.cli import main
@@ -103,7 +104,7 @@ def test_sync_then_offline_load_with_server_stopped(catalog: Catalog, user_env: 
         )
         assert downloaded.returncode == 0, downloaded.stderr
 
-    snapshot = syncing.repo_folder(ACTIVATION, _cache(user_env)) / "snapshots" / entry.commit
+    snapshot = caches.repo_folder(ACTIVATION, _cache(user_env)) / "snapshots" / entry.commit
     assert sorted(p.name for p in (snapshot / "build").iterdir()) == [CPU_ENV]  # not cu128, not README
     assert not (snapshot / "README.md").exists()
 
@@ -168,7 +169,7 @@ def test_all_environments_fills_a_shared_cache(user_env: dict[str, str], hub: Hu
     assert result.returncode == 0, result.stderr
     entry = lock.kernels[0]
     assert sorted(
-        p.name for p in (syncing.repo_folder(ACTIVATION, shared) / "snapshots" / entry.commit / "build").iterdir()
+        p.name for p in (caches.repo_folder(ACTIVATION, shared) / "snapshots" / entry.commit / "build").iterdir()
     ) == sorted([CPU_ENV, CUDA_ENV])
     assert not (_cache(user_env) / "kernels--kernels-community--activation").exists()  # KERNELS_CACHE wins
     checked = run_cli("verify", "--all-environments", "--project", str(project), env=env)
@@ -254,6 +255,20 @@ def test_tampered_and_truncated_files(user_env: dict[str, str], hub: HubServer, 
     assert syncing.check_variant(entry, variant, full=True) == root
 
 
+def test_a_folder_where_the_locked_ref_belongs_does_not_fail_the_sync(
+    user_env: dict[str, str], hub: HubServer, project: Path
+):
+    """``refs/<ref>`` only serves kernels' own ``version=N`` lookup (every locked load is by commit): a cache where
+    it cannot be written (here a folder holds its place) still syncs, and the variant is intact."""
+    lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
+    entry, variant = _entry_variant(lock, ACTIVATION)
+    ref = caches.repo_folder(ACTIVATION) / "refs" / entry.ref
+    (ref / "not-a-ref").mkdir(parents=True)
+    report = syncing.sync(lock, [CPU_ENV], progress=False)
+    assert [v.status for v in report.variants] == ["downloaded"]
+    assert ref.is_dir() and syncing.check_variant(entry, variant, full=True) == report.variants[0].path
+
+
 def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{ACTIVATION}" = "v1"\n')
     entry, variant = _entry_variant(lock, ACTIVATION)
@@ -263,7 +278,7 @@ def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, 
         syncing.ensure_variant(entry, variant, offline=True)
     path = syncing.ensure_variant(entry, variant)
     assert path == syncing.variant_path(entry, variant, _cache(user_env))
-    receipt = json.loads(syncing.receipt_path(entry, variant).read_text())
+    receipt = json.loads(caches.receipt_path(entry, variant).read_text())
     assert set(receipt["files"]) == {f.path for f in variant.files}
     assert syncing.is_synced(entry, variant)
 
@@ -293,7 +308,7 @@ def test_faults_are_survived(user_env: dict[str, str], hub: HubServer, project: 
     hub.faults.truncate(times=1, match=r"\.so$")
     report = syncing.sync(lock, [CPU_ENV], hub=Hub(backoff=0.01), progress=False)
     assert {v.status for v in report.variants} == {"downloaded"}
-    assert syncing.verify(lock, [CPU_ENV]) == []
+    assert syncing.verify(lock, [CPU_ENV]).problems == ()
     statuses = [r.status for r in hub.log.entries if "/resolve/" in r.path]
     files = sum(len(v.files) for _e, v in syncing.targets(lock, [CPU_ENV]))
     assert len(statuses) == files + 7  # each fault cost exactly one more request
@@ -309,7 +324,7 @@ def test_persistent_5xx_is_reported_and_nothing_half_written(user_env: dict[str,
     entry, variant = _entry_variant(lock, ACTIVATION)
     so = next(f for f in variant.files if f.path.endswith(".so"))
     assert not (syncing.variant_path(entry, variant) / so.path).exists()
-    assert not syncing.receipt_path(entry, variant).exists()
+    assert not caches.receipt_path(entry, variant).exists()
     hub.faults.clear()
     result = _cli("verify", "--project", str(project))
     assert result.returncode == 1 and so.path in result.stderr
@@ -320,7 +335,7 @@ def test_interrupted_download_resumes(user_env: dict[str, str], hub: HubServer, 
     entry, variant = _entry_variant(lock, ACTIVATION)
     so = next(f for f in variant.files if f.path.endswith(".so"))
     api.sync(project, progress=False)
-    blob = syncing.repo_folder(ACTIVATION) / "blobs" / so.digest
+    blob = caches.repo_folder(ACTIVATION) / "blobs" / so.digest
     content = blob.read_bytes()
     blob.unlink()
     blob.with_name(blob.name + ".incomplete").write_bytes(content[: len(content) // 2])  # as a killed sync leaves
@@ -351,7 +366,7 @@ def test_sixteen_concurrent_syncs_on_one_cache(user_env: dict[str, str], hub: Hu
     assert [p.returncode for p in procs] == [0] * 16, [err for _out, err in outputs]
     files = sum(len(v.files) for _e, v in syncing.targets(lock, [CPU_ENV]))
     assert _resolve_gets(hub) == files  # one copy: every file fetched once across all 16 processes
-    assert syncing.verify(lock, [CPU_ENV], cache=shared) == []
+    assert syncing.verify(lock, [CPU_ENV], cache=shared).problems == ()
     leftovers = [p for p in shared.rglob("*") if p.name.endswith((".incomplete", ".tmp"))]
     assert leftovers == []
 
@@ -385,4 +400,4 @@ def test_signature_files_are_locked_and_synced_with_their_variant(
     api.sync(project, progress=False)
     folder = syncing.variant_path(entry, variant)
     for name in ("metadata.json", "metadata.json.sigstore"):
-        assert syncing.file_hash(folder / name, signed[name].algorithm) == signed[name].hash
+        assert caches.file_hash(folder / name, signed[name].algorithm) == signed[name].hash

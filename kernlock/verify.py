@@ -1,0 +1,100 @@
+"""``kernlock verify``: re-hash every locked variant in the cache and list what does not match the lock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlock.cache import cache_dir, targets
+from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
+from kernlock.variantcheck import FileState, Inspection, inspect_variant, refresh
+
+__all__ = ["Problem", "VerifyResult", "verify"]
+
+_WORKERS = 8  # variants hashed in parallel (hashlib releases the GIL)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Problem:
+    """A locked file that is missing or does not match the lock, or a file in a variant folder that the lock
+    does not name; ``str()`` is the user-facing line."""
+
+    repo: str
+    commit: str
+    variant: str
+    path: str | None  # None: the whole variant is not synced; else relative to the variant folder
+    kind: FileState  # MISSING, MISMATCH, UNEXPECTED or NOT_SYNCED
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.repo} {self.variant}" + (f" {self.path}" if self.path else "")
+        text = f"{where} (commit {self.commit[:12]}): {self.kind.value}"
+        return text + (f", {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerifyResult:
+    """What ``verify`` found: the problems (none: every locked file present matches and no variant folder holds
+    anything else), the variants it re-hashed, how many files, in which cache."""
+
+    problems: tuple[Problem, ...]
+    checked: tuple[str, ...]  # "repo variant" of every variant that was re-hashed
+    files: int
+    cache: Path
+
+    @property
+    def ok(self) -> bool:
+        """No problem found."""
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        raise TypeError("a VerifyResult has no truth value: ask for .ok or .problems")
+
+
+def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None = None) -> VerifyResult:
+    """Re-hash every locked variant present in the cache and list its folder; the variants ``environments`` load
+    must be present.
+
+    Returns the problems (none: all intact: every locked file matches, and no variant folder holds a file the
+    lock does not name) and refreshes the receipts (and ``__pycache__`` markers) of intact variants.
+    """
+    root = cache or cache_dir()
+    required = {(e.repo, e.commit, v.name) for e, v in targets(lock, environments or [])}
+    problems: list[Problem] = []
+    checked: list[str] = []
+    files = 0
+
+    def inspect(pair: tuple[LockedKernel, LockedVariant]) -> Inspection:
+        return inspect_variant(pair[0], pair[1], root, full=True)
+
+    pairs = targets(lock, None)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(_WORKERS) as pool:
+        inspections = list(pool.map(inspect, pairs))
+    for (entry, variant), inspection in zip(pairs, inspections, strict=True):
+        if not inspection.present:
+            if (entry.repo, entry.commit, variant.name) in required:
+                problems.append(_problem(entry, variant, None, FileState.NOT_SYNCED, "run `kernlock sync`"))
+            continue
+        checked.append(f"{entry.repo} {variant.name}")
+        files += len(variant.files)
+        problems += [
+            _problem(entry, variant, state.file.path, state.state, state.detail)
+            for state in inspection.files
+            if state.state != FileState.OK
+        ]
+        for extra in inspection.extras:
+            problems += [
+                _problem(entry, variant, shown or ".", FileState.UNEXPECTED, extra.detail) for shown in extra.shown
+            ]
+            if extra.hidden:
+                detail = f"{extra.hidden} more file(s) not in kernels.lock"
+                problems.append(_problem(entry, variant, f"{extra.path}/", FileState.UNEXPECTED, detail))
+        if inspection.ok:
+            refresh(entry, variant, inspection, root)
+    return VerifyResult(problems=tuple(problems), checked=tuple(checked), files=files, cache=root)
+
+
+def _problem(entry: LockedKernel, variant: LockedVariant, path: str | None, kind: FileState, detail: str) -> Problem:
+    return Problem(repo=entry.repo, commit=entry.commit, variant=variant.name, path=path, kind=kind, detail=detail)
