@@ -10,8 +10,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    pass
+if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
+    from kernlock.airgap import BundleResult, bundle, mirror_app, serve, sync_from
+    from kernlock.installing import ShowResult, show, sync, sync_after_add, verify
+    from kernlock.interop import export, import_kernels
+    from kernlock.locking import (
+        AddResult,
+        LockResult,
+        add,
+        lock,
+        read_lock,
+        remove,
+        stale_reason,
+        target_environments,
+    )
+    from kernlock.project import Upgrade
+    from kernlock.reports import env_report, outdated
 
 _HOMES = {
     "AddResult": "locking",
@@ -39,7 +53,31 @@ _HOMES = {
     "sync_from": "airgap",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "AddResult",
+    "BundleResult",
+    "LockResult",
+    "ShowResult",
+    "Upgrade",
+    "add",
+    "bundle",
+    "env_report",
+    "export",
+    "import_kernels",
+    "lock",
+    "mirror_app",
+    "outdated",
+    "read_lock",
+    "remove",
+    "serve",
+    "show",
+    "stale_reason",
+    "sync",
+    "sync_after_add",
+    "sync_from",
+    "target_environments",
+    "verify",
+]
 
 
 def __getattr__(name: str) -> Any:

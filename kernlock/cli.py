@@ -18,7 +18,25 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from kernlock import api
+
+__all__ = [
+    "add",
+    "bundle",
+    "env",
+    "export",
+    "handle_errors",
+    "import_",
+    "lock",
+    "main",
+    "outdated",
+    "remove",
+    "run",
+    "serve",
+    "show",
+    "sync",
+    "verify",
+]
+
 
 # Each command imports kernlock.api (and with it the lock model) when it runs: `--help` and `--version` cost
 # what click costs. The network stack (huggingface_hub, httpx) is imported only when a request is made.
@@ -27,37 +45,26 @@ project_option = click.option(
     "--project",
     "project_dir",
     metavar="DIRECTORY",
-    callback=lambda _ctx, param, value: _project(param, value),
+    callback=lambda _ctx, param, value: _path(value, param, folder=True, must_exist=True),
     default=None,
     help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
 )
 
 
-def _project(param: click.Parameter, value: str | None) -> Path | None:
-    """``--project``: an existing folder, as a Path (checked here rather than by click.Path, whose import-time
-    translations and pathlib would cost ``--help`` and ``--version``)."""
+def _path(value: str | None, param: click.Parameter, *, folder: bool, must_exist: bool = False) -> Path | None:
+    """A file or folder option as a Path; an existing path of the other kind (or, with ``must_exist``, a missing
+    one) is a usage error. Checked here rather than by click.Path, whose import-time translations and pathlib would
+    cost ``--help`` and ``--version``: pathlib is imported only when the option is given."""
     if value is None:
         return None
     from pathlib import Path
 
     path = Path(value)
-    if not path.exists():
-        raise click.BadParameter(f"Directory {value!r} does not exist.", param=param)
-    if not path.is_dir():
-        raise click.BadParameter(f"Directory {value!r} is a file.", param=param)
-    return path
-
-
-def _path(value: str | None, param: click.Parameter, folder: bool) -> Path | None:
-    """A file (``folder`` False) or folder option as a Path; an existing path of the other kind is a usage error
-    (pathlib is imported only when the option is given)."""
-    if value is None:
-        return None
-    from pathlib import Path
-
-    path = Path(value)
+    kind = "Directory" if folder else "File"
+    if must_exist and not path.exists():
+        raise click.BadParameter(f"{kind} {value!r} does not exist.", param=param)
     if path.exists() and path.is_dir() != folder:
-        raise click.BadParameter(f"{value!r} is {'a file' if folder else 'a directory'}.", param=param)
+        raise click.BadParameter(f"{kind} {value!r} is {'a file' if folder else 'a directory'}.", param=param)
     return path
 
 
@@ -138,26 +145,15 @@ def main(verbose: bool) -> None:
 @handle_errors
 def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | None) -> None:
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     try:
         result = api.add(project_dir, list(specs), trust=trust)
     except DuplicateSpecError as err:
         raise click.UsageError(str(err)) from err
-    if result.created:
-        click.echo(f"created {result.created} (no enclosing project was found)")
-    for repo, rev in result.added.items():
-        click.echo(f'added {repo} = "{rev}"')
-    _print_lock(result.lock)
+    cli_output.print_added(result)
     if not no_sync:
-        report = api.sync_after_add(result.lock.lock)
-        if report is None:
-            click.echo(
-                "not synced: this machine is not one of the lock's environments "
-                "(`kernlock sync --all-environments` fills a cache for all of them)"
-            )
-        else:
-            _print_sync(report)
+        cli_output.print_sync_after_add(api.sync_after_add(result.lock.lock))
 
 
 @main.command()
@@ -166,11 +162,11 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | 
 @handle_errors
 def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
     """Remove kernels from pyproject.toml and re-lock."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     result = api.remove(project_dir, list(names))
     click.echo(f"removed {', '.join(names)}")
-    _print_lock(result)
+    cli_output.print_lock(result)
 
 
 @main.command()
@@ -182,7 +178,7 @@ def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
 @handle_errors
 def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: bool, project_dir: Path | None) -> None:
     """Resolve all requirements for all target environments into kernels.lock."""
-    from kernlock import api
+    from kernlock import api, cli_output
     from kernlock.project import Upgrade
 
     if check and (upgrade or upgrade_kernels or dry_run):
@@ -193,27 +189,7 @@ def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: 
     if check:
         click.echo("kernels.lock is up to date")
         return
-    _print_lock(result, dry_run)
-
-
-def _print_lock(result: api.LockResult, dry_run: bool = False) -> None:
-    if not result.written:
-        click.echo(f"kernels.lock is up to date ({len(result.lock.kernels)} entries)")
-        return
-    if result.previous is not None:
-        from kernlock import changes
-
-        diff = changes.diff(result.previous, result.lock)
-        click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock ({result.reason})")
-        for line in diff.render() or ["(no kernel changes: the file is rewritten in the current format)"]:
-            click.echo(f"  {line}" if line.startswith(" ") else line)
-        return
-    click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock ({result.reason})")
-    for kernel in result.lock.kernels:
-        via = f" (dependency of {', '.join(kernel.required_by)})" if kernel.required_by else ""
-        click.echo(f"  {kernel.repo} {kernel.requested} -> {kernel.commit[:12]}{via}")
-        for env, variant in sorted((env, v.name) for v in kernel.variants for env in v.environments):
-            click.echo(f"    {env} -> {variant}")
+    cli_output.print_lock(result, dry_run)
 
 
 @main.command()
@@ -222,7 +198,7 @@ def _print_lock(result: api.LockResult, dry_run: bool = False) -> None:
 @handle_errors
 def env(as_json: bool, project_dir: Path | None) -> None:
     """This machine's environment string and the variant each locked kernel would load here."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     report = api.env_report(project_dir)
     if as_json:
@@ -230,44 +206,7 @@ def env(as_json: bool, project_dir: Path | None) -> None:
 
         click.echo(json.dumps(report, indent=2))
         return
-    click.echo(f"environment: {report['environment']}")
-    from kernlock.facts import as_toml
-
-    click.echo(f"declare as: {as_toml(report['declared'])}")
-    for name, version in report["versions"].items():
-        click.echo(f"{name}: {version or 'not installed'}")
-    if report.get("unsupported_loader"):
-        click.secho(f"WARNING: {report['unsupported_loader']}", fg="yellow")
-    gate = report.get("transformers_gate")
-    if gate:
-        click.secho(("ok: " if gate["ok"] else "WARNING: ") + gate["message"], fg=None if gate["ok"] else "yellow")
-    loader = report["loader"]
-    if loader["generation"] is None:
-        click.echo("loader: kernels is not installed")
-    elif loader["generation"] == "unknown":
-        click.secho(
-            f"loader: kernels {loader['kernels']} (unknown generation: lacks {', '.join(loader.get('missing', []))}); "
-            "activation pins locked kernels through LOCAL_KERNELS only; upgrade kernlock: `pip install -U kernlock`",
-            fg="yellow",
-        )
-    else:
-        click.echo(f"loader: kernels {loader['kernels']} ({loader['generation']} generation)")
-    if report["load_paths"]:
-        click.echo("load paths:")
-    for row in report["load_paths"]:
-        label = "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
-        click.echo(f"  {label:<12}{row['path']}: {row['how']}")
-    for line in report.get("facts_differ", []):
-        click.secho(f"WARNING: {line} (declared facts of this environment in pyproject.toml)", fg="yellow")
-    if report["kernels"]:
-        click.echo("locked kernels, variant here:")
-    for row in report["kernels"]:
-        click.echo(f"  {row['repo']}: {row['variant'] or 'NOT LOCKED for this environment'}")
-    if report.get("lock_error"):
-        click.echo(f"  ({report['lock_error']})")
-
-
-# -- sync / verify / show (issue #4) -----------------------------------------------------------------------
+    cli_output.print_env(report)
 
 
 @main.command()
@@ -293,49 +232,17 @@ def sync(
     project_dir: Path | None,
 ) -> None:
     """Download and verify exactly the locked files this environment needs."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
     if from_bundle is not None:
         if locked or frozen or offline:
             raise click.UsageError("--from installs kernels.lock as it is: drop --locked, --frozen and --offline.")
-        _print_sync(api.sync_from(project_dir, from_bundle, all_environments=all_environments))
+        cli_output.print_sync(api.sync_from(project_dir, from_bundle, all_environments=all_environments))
         return
     report = api.sync(project_dir, all_environments=all_environments, locked=locked, frozen=frozen, offline=offline)
-    _print_sync(report)
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def _print_sync(report: Any) -> None:
-    """Print a kernlock.sync.SyncReport: what was downloaded or repaired, and a one-line summary."""
-    if report.relocked:
-        click.echo(f"re-locked kernels.lock first ({report.relocked})")
-    for v in report.variants:
-        if v.repaired:
-            click.secho(
-                f"  repaired {v.repo} {v.variant}: {', '.join(v.repaired)} did not match kernels.lock", fg="yellow"
-            )
-        if v.removed:
-            click.secho(
-                f"  removed from {v.repo} {v.variant}: {', '.join(v.removed)} (not in kernels.lock)", fg="yellow"
-            )
-        if v.downloaded:
-            click.echo(f"  downloaded {v.repo} {v.variant} ({len(v.downloaded)} files, {_size(v.downloaded_bytes)})")
-    fetched = sum(1 for v in report.variants if v.downloaded)
-    present = len(report.variants) - fetched
-    mode = "checked offline" if report.offline else f"{fetched} downloaded, {present} already verified"
-    click.echo(
-        f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
-        f"{', '.join(report.environments)} into {report.cache} ({mode})"
-    )
+    cli_output.print_sync(report)
 
 
 @main.command()
@@ -344,34 +251,11 @@ def _print_sync(report: Any) -> None:
 @handle_errors
 def verify(all_environments: bool, project_dir: Path | None) -> None:
     """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     result = api.verify(project_dir, all_environments=all_environments)
-    if not result.ok:
-        for problem in result.problems:
-            click.secho(f"  {problem}", fg="red", err=True)
-        kinds = {problem.kind.value for problem in result.problems}
-        what = [
-            text
-            for kind, text in (
-                ("not synced", "not synced"),
-                ("missing", "missing"),
-                ("mismatch", "changed"),
-                ("unexpected", "not in kernels.lock"),
-            )
-            if kind in kinds
-        ]
-        click.secho(
-            f"error: {count(len(result.problems), 'problem')} in {result.cache} ({', '.join(what)}); run "
-            "`kernlock sync` to download, replace or remove what does not match kernels.lock.",
-            fg="red",
-            err=True,
-        )
+    if not cli_output.print_verify(result):
         sys.exit(1)
-    click.echo(
-        f"verified {count(len(result.checked), 'variant')}, {count(result.files, 'file')} in {result.cache}: "
-        "all match kernels.lock"
-    )
 
 
 @main.command()
@@ -380,7 +264,7 @@ def verify(all_environments: bool, project_dir: Path | None) -> None:
 @handle_errors
 def show(as_json: bool, project_dir: Path | None) -> None:
     """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     result = api.show(project_dir)
     if result.stale:
@@ -391,26 +275,7 @@ def show(as_json: bool, project_dir: Path | None) -> None:
 
         click.echo(json.dumps(rows, indent=2))
         return
-    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
-    table = [header]
-    for row in rows:
-        synced = "-" if row["synced"] is None else "yes" if row["synced"] else "no"
-        table.append(
-            (
-                row["repo"] + (f" (for {', '.join(row['required_by'])})" if row["required_by"] else ""),
-                row["requested"],
-                row["ref"],
-                row["commit"][:12],
-                row["variant"] or "-",
-                synced,
-            )
-        )
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    for line in table:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
-
-
-# -- run (issue #5) --------------------------------------------------------------------------------------------
+    cli_output.print_show(rows)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -435,33 +300,15 @@ def run(mode: str | None, project_dir: Path | None, command: tuple[str, ...]) ->
         raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
 
 
-# -- import / export / outdated (issue #14) --------------------------------------------------------------------
-
-
 @main.command("import")
 @click.option("--trust", is_flag=True, help="Accept publishers the Hub does not mark as trusted (recorded).")
 @project_option
 @handle_errors
 def import_(trust: bool, project_dir: Path | None) -> None:
     """Migrate the kernels library's [tool.kernels.dependencies] and JSON kernels.lock, keeping its commits."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
-    result = api.import_kernels(project_dir, trust=trust)
-    for repo, rev in result.requirements.items():
-        click.echo(f'[tool.kernlock.kernels] "{repo}" = "{rev}"')
-    for outcome in result.outcomes:
-        pin = outcome.pin
-        if outcome.kept:
-            click.echo(f"  kept {pin.repo} {pin.rev} {pin.commit[:12]}")
-        else:
-            now = f" -> {outcome.commit[:12]}" if outcome.commit else ""
-            click.secho(f"  not kept {pin.repo} {pin.rev} {pin.commit[:12]}{now}: {outcome.why}", fg="yellow")
-    if result.moved_to is not None:
-        click.echo(
-            f"moved the kernels library's JSON lock to {result.moved_to.name} (refresh it with "
-            f"`kernlock export --format kernels -o {result.moved_to.name}`)"
-        )
-    click.echo(f"wrote kernels.lock ({count(len(result.lock.kernels), 'entry', 'entries')})")
+    cli_output.print_import(api.import_kernels(project_dir, trust=trust))
 
 
 @main.command()
@@ -486,7 +333,7 @@ def export(fmt: str, output: Path, environment: str | None, project_dir: Path | 
 @handle_errors
 def outdated(as_json: bool, project_dir: Path | None) -> None:
     """Per locked kernel: did its branch or tag move, is there a newer version, what would `lock --upgrade` do."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     report = api.outdated(project_dir)
     if as_json:
@@ -494,36 +341,7 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
 
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
-    for row in report.rows:
-        e = row.entry
-        via = f" (dependency of {', '.join(e.required_by)})" if e.required_by else ""
-        if row.pinned:
-            state = "pinned by commit"
-        elif row.gone:
-            state = f"{e.ref} no longer exists on the Hub"
-        elif row.moved is None:
-            state = f"{e.ref} has not moved"
-        elif row.moved.commits is None:
-            state = f"{e.ref} was rewritten: now {row.moved.head[:12]} ({row.moved.date or 'date unknown'})"
-        else:
-            state = (
-                f"{e.ref} moved {count(row.moved.commits, 'commit')} to {row.moved.head[:12]} "
-                f"({row.moved.date or 'date unknown'})"
-            )
-        click.echo(f"{e.repo} {e.requested} {e.commit[:12]}{via}: {state}")
-        if row.newer_version:
-            click.echo(f"  newer version with builds for every environment: {row.newest}")
-    if report.upgrade_error:
-        click.secho(f"`kernlock lock --upgrade` would fail: {report.upgrade_error}", fg="yellow")
-    elif report.upgrade:
-        click.echo("`kernlock lock --upgrade` would change:")
-        for line in report.upgrade.render():
-            click.echo(f"  {line}")
-    else:
-        click.echo("`kernlock lock --upgrade` would change nothing")
-
-
-# -- air-gapped sites: bundle / serve (issue #15) ----------------------------------------------------------
+    cli_output.print_outdated(report)
 
 
 @main.command()
@@ -538,13 +356,9 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
 @handle_errors
 def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -> None:
     """Write one archive (tar) with kernels.lock, a manifest and every locked file, for an air-gapped site."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
-    result = api.bundle(project_dir, out, list(environments) or None)
-    click.echo(
-        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({_size(result.size)}) for "
-        f"{', '.join(result.environments)} into {result.path}"
-    )
+    cli_output.print_bundle(api.bundle(project_dir, out, list(environments) or None))
 
 
 @main.command()
@@ -576,16 +390,11 @@ def serve(
     project_dir: Path | None,
 ) -> None:
     """Serve exactly the locked commits as a read-only Hub mirror (point HF_ENDPOINT at it)."""
-    from kernlock import api
+    from kernlock import api, cli_output
 
     if from_bundle is not None and cache is not None:
         raise click.UsageError("--from and --cache cannot be combined.")
     app = api.mirror_app(project_dir, from_bundle, cache)
-    for line in app.catalog.skipped:
-        click.secho(f"  not served: {line}", fg="yellow", err=True)
-    click.echo(
-        f"serving {count(len(app.catalog.repos), 'kernel')}, {count(app.catalog.file_count, 'file')} of "
-        f"kernels.lock at http://{host}:{port} (set HF_ENDPOINT there; GET /health)",
-    )
+    cli_output.print_serving(app, host, port)
     sys.stdout.flush()
     api.serve(app, host, port, workers, threads, access_log)

@@ -17,6 +17,15 @@ from packaging.version import InvalidVersion, Version
 from kernlock.environment import Environment
 from kernlock.errors import ResolutionError
 
+__all__ = [
+    "NO_BUILD",
+    "cuda_arch_supports",
+    "no_build_reason",
+    "refusal",
+    "supports_capability",
+]
+
+
 #: The reason of an environment that no build of a commit matches.
 NO_BUILD = "no build for it"
 _ARCH = re.compile(r"^([0-9]+)\.([0-9]+)([af]?)$")

@@ -26,6 +26,14 @@ from kernlock import facts as optional
 from kernlock import variant_rule, variant_types, variants
 from kernlock.errors import EnvironmentStringError, KernlockError, SpecError
 
+__all__ = [
+    "Condition",
+    "Environment",
+    "detect",
+    "detect_with_facts",
+]
+
+
 # Metal builds need macOS 26; an environment that does not declare its macOS version is taken to be a machine
 # that can run the Metal builds it names.
 _METAL_MACOS = variants.METAL_MIN_MACOS
@@ -49,9 +57,7 @@ def _with_abi_rule(name: str) -> str:
 
 def _suggest_environment(text: str) -> str | None:
     """A valid environment string close to ``text``, or None."""
-    from kernlock.variant_hints import suggest_variant_name  # an error path: only a refused name pays for it
-
-    suggestion = suggest_variant_name(text)
+    suggestion = variants.suggest_variant_name(text)
     if suggestion is None:
         return None
     parsed = variants.parse_variant(suggestion)

@@ -21,9 +21,8 @@ __all__ = [
 
 
 class KernlockError(Exception):
-    """A failure the user can fix; ``str(err)`` says what is wrong and the command that fixes it."""
-
-    exit_code = 1
+    """A failure the user can fix; ``str(err)`` says what is wrong and the command that fixes it (the CLI prints
+    it and exits 1)."""
 
 
 class SpecError(KernlockError):

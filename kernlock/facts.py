@@ -22,6 +22,19 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+__all__ = [
+    "FREE_THREADED_ABI3",
+    "KEYS",
+    "TABLE_FORM",
+    "FactError",
+    "Facts",
+    "as_toml",
+    "detect",
+    "differences",
+    "parse",
+]
+
+
 #: The keys of an environment table, in the order kernlock writes them.
 KEYS = ("name", "cuda-capabilities", "python", "tvm-ffi", "kernels", "macos")
 #: Free-threaded CPython before this version cannot load arch builds (they use the stable ABI).

@@ -24,6 +24,18 @@ from kernlock.errors import ForeignLockError, ProjectError
 if TYPE_CHECKING:
     from kernlock.project import Project
 
+__all__ = [
+    "MOVED_NAME",
+    "ForeignPin",
+    "check_project",
+    "foreign_lock_message",
+    "kernels_dependencies",
+    "looks_like_json_lock",
+    "parse_json_lock",
+    "render_json_lock",
+]
+
+
 #: Where `kernlock import` moves the kernels library's JSON lock (byte for byte).
 MOVED_NAME = "kernels.lock.json"
 _VERSION = re.compile(r"^v(\d{1,4})$")
@@ -126,7 +138,7 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
     table = kernels.get("dependencies") if isinstance(kernels, dict) else None
     if not isinstance(table, dict):
         return {}
-    found = {}
+    found: dict[str, str] = {}
     for repo, version in table.items():
         if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 10_000:
             raise ProjectError(

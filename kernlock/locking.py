@@ -230,7 +230,9 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
             previous = None
     new = resolve(candidate, environments, hub, previous)
     created = not project.pyproject.exists()
-    projects.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
+    from kernlock import pyproject_edit
+
+    pyproject_edit.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
     written = _write_if_changed(project, new)
     return AddResult(
         added=added,
@@ -257,6 +259,8 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     candidate = replace(project, requirements=requirements)
     previous = lockfile.read_pins(project.lockfile) if project.lockfile.exists() else None
     new = resolve(candidate, target_environments(project), hub_client(hub), previous)
-    projects.remove_requirements(project, names)
+    from kernlock import pyproject_edit
+
+    pyproject_edit.remove_requirements(project, names)
     written = _write_if_changed(project, new)
     return LockResult(lock=new, written=written, reason="removed " + ", ".join(names))

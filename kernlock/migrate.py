@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kernlock import foreign, interrupt, lockfile
+from kernlock import foreign, interrupt, lockfile, pyproject_edit
 from kernlock import project as projects
 from kernlock.atomic import write_bytes_atomic
 from kernlock.environment import Environment, detect
@@ -105,8 +105,8 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     if moved_to is not None:
         write_bytes_atomic(moved_to, project.lockfile.read_bytes())
     lockfile.write(project.lockfile, new)
-    projects.set_requirements(project, {repo: (rev, trust) for repo, rev in recorded.items()})
-    projects.remove_kernels_dependencies(project)
+    pyproject_edit.set_requirements(project, {repo: (rev, trust) for repo, rev in recorded.items()})
+    pyproject_edit.remove_kernels_dependencies(project)
     return ImportResult({repo: requirements[repo].pins[0].rev for repo in wanted}, outcomes, new, moved_to)
 
 

@@ -12,6 +12,21 @@ import os
 import re
 from pathlib import Path
 
+__all__ = [
+    "MAX_FILE_SIZE",
+    "MAX_PATH",
+    "PYCACHE",
+    "check_commit",
+    "check_hash",
+    "check_path",
+    "check_ref",
+    "check_repo",
+    "check_size",
+    "check_variant_folder",
+    "under",
+]
+
+
 MAX_FILE_SIZE = 1 << 40  # 1 TiB: larger than any build file, small enough to catch nonsense
 MAX_PATH = 1024
 _REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-]{0,94}[A-Za-z0-9_])?$")

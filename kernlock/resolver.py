@@ -23,6 +23,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.hub import Hub
 
+__all__ = [
+    "MAX_WORKERS",
+    "latest_version",
+    "resolve",
+]
+
+
 MAX_WORKERS = 16
 
 
@@ -110,6 +117,7 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     variants = []
     by_variant: dict[str, list[str]] = {}
     for env, name in chosen.items():
+        assert name is not None  # an environment without a build is among the refusals above
         by_variant.setdefault(name, []).append(str(env))
     for name, envs in by_variant.items():
         variants.append(LockedVariant(name, tuple(envs), tree[name]))
@@ -194,11 +202,10 @@ def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]
         if deps is None:
             return []
         raise ResolutionError(f"{where}: `kernel-depends` is not a list; report it to the kernel's publisher.")
-    found = []
+    found: list[tuple[str, str]] = []
     for dep in deps:
-        repo = dep.get("repo-id") if isinstance(dep, dict) else None
         try:
-            names.check_repo(repo)
+            repo = names.check_repo(dep.get("repo-id") if isinstance(dep, dict) else None)
         except ValueError as err:
             raise ResolutionError(
                 f"{where}: kernel dependency {dep!r:.200} has no `repo-id` (org/name): {err}; report it to the "

@@ -85,7 +85,7 @@ class _Versioned:
         return f"{self.prefix}{self.version.major}{self.version.minor}"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.version == self.version  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.version == self.version
 
     def __hash__(self) -> int:
         return hash((type(self), self.version))

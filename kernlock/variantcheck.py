@@ -271,9 +271,6 @@ def _inspect_file(
     return FileCheck(file=locked, state=FileState.OK), {"hash": locked.hash, "stat": key}
 
 
-# -- messages ----------------------------------------------------------------------------------------------
-
-
 def describe(entry: LockedKernel, variant: LockedVariant, states: list[FileCheck], limit: int = 3) -> str:
     """``repo variant (commit ...): path (detail), ...`` for messages."""
     shown = ", ".join(f"{s.file.path} ({s.detail})" if s.detail else s.file.path for s in states[:limit])

@@ -1,5 +1,5 @@
 """The Hub's build-variant grammar, as kernlock's own copy (the loader's selection rule is
-:mod:`kernlock.variant_rule`, the did-you-mean for a misspelled name :mod:`kernlock.variant_hints`).
+:mod:`kernlock.variant_rule`), with a did-you-mean for a misspelled name.
 
 A kernel commit holds one folder per build variant under ``build/``: arch builds such as
 ``torch213-cxx11-cu128-x86_64-linux``, ``torch-stable-abi210-cu126-x86_64-linux`` or
@@ -22,6 +22,7 @@ Only the standard library and ``packaging`` are used here: never import kernels,
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cached_property
 
 from packaging.version import Version
@@ -49,8 +50,10 @@ __all__ = [
     "RULE",
     "VariantNameError",
     "check_variant_name",
+    "describe_characters",
     "parse_backend",
     "parse_variant",
+    "suggest_variant_name",
     "token_kind",
 ]
 
@@ -113,8 +116,6 @@ class VariantNameError(ValueError):
 
     @cached_property
     def suggestion(self) -> str | None:
-        from kernlock.variant_hints import suggest_variant_name  # only a refused name needs the did-you-mean
-
         return suggest_variant_name(self.name) if isinstance(self.name, str) else None
 
     def __str__(self) -> str:
@@ -182,8 +183,6 @@ def _parse(name: str) -> Variant:
     if len(name) > MAX_NAME:
         raise ValueError(f"the name is {len(name)} characters long (at most {MAX_NAME})")
     if re.fullmatch(r"[a-z0-9_\-]+", name) is None:
-        from kernlock.variant_hints import describe_characters
-
         raise ValueError(describe_characters(name))
     parts = name.split("-")
     if "" in parts:
@@ -240,3 +239,143 @@ def check_variant_name(name: str) -> str:
     """Return ``name`` if it is a valid build variant name (safe as a folder name), else raise ValueError."""
     parse_variant(name)
     return name
+
+
+# -- did you mean (only a refused name needs it) -----------------------------------------------------------
+
+
+def describe_characters(name: str) -> str:
+    """What is wrong with the characters of ``name``, a name with a character outside ``[a-z0-9_-]``."""
+    bad = sorted(set(re.sub(r"[a-z0-9_\-]", "", name)))
+    if any(ch.isspace() for ch in bad):
+        return "contains whitespace"
+    if any(ch.isupper() for ch in bad) and all(ch.isalpha() for ch in bad):
+        return "contains upper-case letters (variant names are lower-case)"
+    if bad == ["."] and re.search(r"\d\.\d", name):
+        return "versions are written without a dot (torch213 for torch 2.13, cu128 for CUDA 12.8)"
+    shown = ", ".join(repr(ch) for ch in bad[:5])
+    return f"contains {shown} (a variant name has only lower-case letters, digits, '_' and '-')"
+
+
+_OS_ALIASES = {"macos": "darwin", "osx": "darwin", "mac": "darwin", "win": "windows", "win32": "windows"}
+_CPU_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "x8664": "x86_64", "arm64": "aarch64"}
+_BACKEND_ALIASES = {"mps": "metal"}
+_NOARCH_ALIASES = {"cann": "npu", "mps": "metal", "gpu": "cuda"}
+_COMMON_BACKENDS = (
+    *FIXED_BACKENDS,
+    *(f"cu{v}" for v in ("118", "121", "124", "126", "128", "129", "130", "132")),
+    *(f"rocm{v}" for v in ("61", "62", "63", "64", "70", "71", "72")),
+    *(f"xpu{v}" for v in ("20250", "20251", "20252", "20253", "20260")),
+)
+_VERSIONED_FORM = r"(cuda|cu|rocm|xpu|cann)v?(\d+)\.?(\d*)"
+
+
+def _closest(token: str, known: Iterable[str], aliases: dict[str, str]) -> str | None:
+    if token in aliases:
+        return aliases[token]
+    candidates = list(known)
+    if token in candidates:
+        return token
+    import difflib  # ~4 ms at import: only a misspelled name needs it
+
+    best, best_score = None, 0.6
+    for candidate in candidates:  # first of equals wins: the lists are in order of preference
+        score = difflib.SequenceMatcher(None, token, candidate).ratio()
+        if score > best_score:
+            best, best_score = candidate, score
+    return best
+
+
+_MIN_DIGITS = {"cu": 3, "rocm": 2, "xpu": 5, "cann": 2}
+
+
+def _fix_backend(token: str) -> str | None:
+    if token_kind(token) == "backend":
+        return token
+    match = re.fullmatch(_VERSIONED_FORM, token)
+    if match:
+        family, major, minor = match.groups()
+        prefix = "cu" if family == "cuda" else family
+        if minor:
+            fixed = f"{prefix}{int(major)}{int(minor)}"
+        elif len(major) >= _MIN_DIGITS[prefix]:
+            fixed = f"{prefix}{int(major[:-1])}{major[-1]}"
+        else:
+            fixed = None
+        if fixed and token_kind(fixed) == "backend":
+            return fixed
+    return _closest(token, _COMMON_BACKENDS, _BACKEND_ALIASES)
+
+
+def _fix_arch(parts: list[str]) -> list[str] | None:
+    if len(parts) < 3:
+        return None
+    backend = _fix_backend(parts[0])
+    cpu = _closest(parts[1], CPUS, _CPU_ALIASES)
+    os = _closest(parts[2], OSES, _OS_ALIASES)
+    if backend is None or cpu is None or os is None:
+        return None
+    return [backend, cpu, os]  # anything after the OS is dropped
+
+
+def _fix_framework(parts: list[str]) -> tuple[list[str], list[str]] | None:
+    """Split corrected framework tokens from the arch tokens that follow them."""
+    head = parts[0]
+    if head == "torch" and len(parts) >= 2 and parts[1] == "stable" and len(parts) >= 3:
+        match = re.fullmatch(r"abi(\d)(\d+)", parts[2])
+        if match:
+            return [f"torch-stable-abi{match.group(1)}{int(match.group(2))}"], parts[3:]
+        return None
+    if head == "tvm" and len(parts) >= 2:
+        match = re.fullmatch(r"ffi(\d+?)(\d+)", parts[1])
+        return ([f"tvm-ffi{int(match.group(1))}{int(match.group(2))}"], parts[2:]) if match else None
+    match = re.fullmatch(r"(?:py)?torch[_v]?(\d)(\d+)", head)
+    if not match:
+        return None
+    framework = [f"torch{match.group(1)}{int(match.group(2))}"]
+    rest = parts[1:]
+    if rest and token_kind(rest[0]) is None and len(rest) > 3:
+        tag = _closest(rest[0], ABI_TAGS, {})
+        if tag is None:
+            return None
+        framework.append(tag)
+        rest = rest[1:]
+    elif rest and rest[0] in ABI_TAGS:
+        framework.append(rest[0])
+        rest = rest[1:]
+    return framework, rest
+
+
+def suggest_variant_name(text: str) -> str | None:
+    """A valid variant name close to ``text`` (typos, case, spacing, dotted versions, aliases), or None.
+
+    Tokens are corrected one by one against the known OS, CPU, backend and ABI tokens (difflib), and the
+    result is returned only when it parses and differs from ``text``. Text far longer than any name gets no
+    suggestion (and no int() of a digit run past Python's 4300-digit limit).
+    """
+    if not isinstance(text, str) or len(text) > 2 * MAX_NAME:
+        return None
+    clean = text.strip().lower()
+    clean = re.sub(r"\s*-\s*", "-", clean)
+    clean = re.sub(r"\s+", "-", clean)
+    clean = clean.replace("x86-64", "x86_64").replace("tvm_ffi", "tvm-ffi").replace("stable_abi", "stable-abi")
+    clean = re.sub(r"^(?:py)?torch[-_]?v?(\d)\.(\d+)", r"torch\1\2", clean)
+    clean = re.sub(r"(\d)\.(\d)", r"\1\2", clean)
+    clean = re.sub(r"[^a-z0-9_\-]", "", clean)
+    parts = [part for part in clean.split("-") if part]
+    if not parts:
+        return None
+    if parts[0] == "torch" and (len(parts) == 2 or (len(parts) > 2 and parts[1] != "stable")):
+        backend = _closest("-".join(parts[1:]), NOARCH_BACKENDS, _NOARCH_ALIASES)
+        candidate = f"torch-{backend}" if backend else None
+    else:
+        split = _fix_framework(parts)
+        arch = _fix_arch(split[1]) if split else None
+        candidate = "-".join([*split[0], *arch]) if split and arch else None
+    if candidate is None or candidate == text:
+        return None
+    try:
+        parse_variant(candidate)
+    except ValueError:
+        return None
+    return candidate

@@ -157,10 +157,6 @@ def _over_size() -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="being split (issue 16): kernlock/api.py, cli.py, hub.py, lockfile.py, sync.py, variants.py are over 400",
-)
 def test_no_module_outside_testing_is_over_400_lines() -> None:
     assert _over_size() == [], f"modules over {MAX_LINES} lines (split them by job):\n" + "\n".join(_over_size())
 
@@ -214,11 +210,6 @@ def test_every_declared_api_names_what_the_module_defines() -> None:
     assert problems == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kernlock.api, cli, environment, eligibility, facts, foreign, hub, lockfile, names, project, resolver, "
-    "sync, variants declare no __all__ yet (being restructured, issue 16)",
-)
 def test_every_public_module_declares_its_api() -> None:
     lacking = [name for name, path in _public_modules().items() if _declared(path) is None]
     assert lacking == [], f"modules without __all__: {lacking}"

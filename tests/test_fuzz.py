@@ -33,7 +33,7 @@ import tomlkit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kernlock import lockfile, names, project, variants
+from kernlock import lockfile, names, project, pyproject_edit, variants
 from kernlock.environment import Environment
 from kernlock.errors import EnvironmentStringError, KernlockError, LockError, ProjectError, SpecError
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
@@ -728,7 +728,7 @@ def record(loaded: project.Project, revs: dict[str, tuple[str, bool]]) -> bool:
     without moving other settings, in which case the file must be as it was."""
     before = loaded.pyproject.read_bytes()
     try:
-        project.set_requirements(loaded, revs)
+        pyproject_edit.set_requirements(loaded, revs)
     except KernlockError as err:
         refused(err, ProjectError)
         assert loaded.pyproject.read_bytes() == before
@@ -754,8 +754,8 @@ def check_pyproject(text: str, addition: tuple[str, str, bool]) -> None:
             refused(err, KernlockError)
             return
         COUNTS["pyproject accepted"] += 1
-        project.set_requirements(loaded, {})
-        project.remove_requirements(loaded, [])
+        pyproject_edit.set_requirements(loaded, {})
+        pyproject_edit.remove_requirements(loaded, [])
         assert path.read_bytes() == text.encode()
         same = {
             repo: (req.pins[0].rev, req.trust)
@@ -765,7 +765,7 @@ def check_pyproject(text: str, addition: tuple[str, str, bool]) -> None:
         if same and record(loaded, same):
             assert project.load(root) == loaded
             written = path.read_bytes()
-            project.set_requirements(loaded, same)
+            pyproject_edit.set_requirements(loaded, same)
             assert path.read_bytes() == written  # recording the same revisions again changes nothing
         repo, rev, trust = addition
         if not record(loaded, {repo: (rev, trust)}):
@@ -777,7 +777,7 @@ def check_pyproject(text: str, addition: tuple[str, str, bool]) -> None:
         assert {k: v for k, v in edited.requirements.items() if k != repo} == others
         before = path.read_bytes()
         try:
-            project.remove_requirements(edited, [repo, repo])  # as `kernlock remove org/name org/name` does
+            pyproject_edit.remove_requirements(edited, [repo, repo])  # as `kernlock remove org/name org/name` does
         except KernlockError as err:
             refused(err, ProjectError)
             assert path.read_bytes() == before

@@ -1,0 +1,264 @@
+"""What the CLI prints for each command's result (kernlock.cli parses; these write the text users read)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kernlock.wording import count
+
+if TYPE_CHECKING:
+    from kernlock.airgap import BundleResult
+    from kernlock.locking import AddResult, LockResult
+    from kernlock.migrate import ImportResult
+    from kernlock.mirror import MirrorApp
+    from kernlock.outdated import Report
+    from kernlock.sync import SyncReport
+    from kernlock.verify import VerifyResult
+
+__all__ = [
+    "print_added",
+    "print_bundle",
+    "print_env",
+    "print_import",
+    "print_lock",
+    "print_outdated",
+    "print_serving",
+    "print_show",
+    "print_sync",
+    "print_sync_after_add",
+    "print_verify",
+]
+
+
+def print_lock(result: LockResult, dry_run: bool = False) -> None:
+    """`lock`, `add`, `remove`: up to date, or what was (would be) written and how the pins moved."""
+    if not result.written:
+        click.echo(f"kernels.lock is up to date ({len(result.lock.kernels)} entries)")
+        return
+    if result.previous is not None:
+        from kernlock import changes
+
+        diff = changes.diff(result.previous, result.lock)
+        click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock ({result.reason})")
+        for line in diff.render() or ["(no kernel changes: the file is rewritten in the current format)"]:
+            click.echo(f"  {line}" if line.startswith(" ") else line)
+        return
+    click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock ({result.reason})")
+    for kernel in result.lock.kernels:
+        via = f" (dependency of {', '.join(kernel.required_by)})" if kernel.required_by else ""
+        click.echo(f"  {kernel.repo} {kernel.requested} -> {kernel.commit[:12]}{via}")
+        for env, variant in sorted((env, v.name) for v in kernel.variants for env in v.environments):
+            click.echo(f"    {env} -> {variant}")
+
+
+def print_env(report: dict[str, Any]) -> None:
+    """`env`: this machine, its library versions and loader, the load paths, and each locked kernel's variant."""
+    click.echo(f"environment: {report['environment']}")
+    from kernlock.facts import as_toml
+
+    click.echo(f"declare as: {as_toml(report['declared'])}")
+    for name, version in report["versions"].items():
+        click.echo(f"{name}: {version or 'not installed'}")
+    if report.get("unsupported_loader"):
+        click.secho(f"WARNING: {report['unsupported_loader']}", fg="yellow")
+    gate = report.get("transformers_gate")
+    if gate:
+        click.secho(("ok: " if gate["ok"] else "WARNING: ") + gate["message"], fg=None if gate["ok"] else "yellow")
+    loader = report["loader"]
+    if loader["generation"] is None:
+        click.echo("loader: kernels is not installed")
+    elif loader["generation"] == "unknown":
+        click.secho(
+            f"loader: kernels {loader['kernels']} (unknown generation: lacks {', '.join(loader.get('missing', []))}); "
+            "activation pins locked kernels through LOCAL_KERNELS only; upgrade kernlock: `pip install -U kernlock`",
+            fg="yellow",
+        )
+    else:
+        click.echo(f"loader: kernels {loader['kernels']} ({loader['generation']} generation)")
+    if report["load_paths"]:
+        click.echo("load paths:")
+    for row in report["load_paths"]:
+        label = "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
+        click.echo(f"  {label:<12}{row['path']}: {row['how']}")
+    for line in report.get("facts_differ", []):
+        click.secho(f"WARNING: {line} (declared facts of this environment in pyproject.toml)", fg="yellow")
+    if report["kernels"]:
+        click.echo("locked kernels, variant here:")
+    for row in report["kernels"]:
+        click.echo(f"  {row['repo']}: {row['variant'] or 'NOT LOCKED for this environment'}")
+    if report.get("lock_error"):
+        click.echo(f"  ({report['lock_error']})")
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def print_sync(report: SyncReport) -> None:
+    """Print a kernlock.sync.SyncReport: what was downloaded or repaired, and a one-line summary."""
+    if report.relocked:
+        click.echo(f"re-locked kernels.lock first ({report.relocked})")
+    for v in report.variants:
+        if v.repaired:
+            click.secho(
+                f"  repaired {v.repo} {v.variant}: {', '.join(v.repaired)} did not match kernels.lock", fg="yellow"
+            )
+        if v.removed:
+            click.secho(
+                f"  removed from {v.repo} {v.variant}: {', '.join(v.removed)} (not in kernels.lock)", fg="yellow"
+            )
+        if v.downloaded:
+            click.echo(f"  downloaded {v.repo} {v.variant} ({len(v.downloaded)} files, {_size(v.downloaded_bytes)})")
+    fetched = sum(1 for v in report.variants if v.downloaded)
+    present = len(report.variants) - fetched
+    mode = "checked offline" if report.offline else f"{fetched} downloaded, {present} already verified"
+    click.echo(
+        f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
+        f"{', '.join(report.environments)} into {report.cache} ({mode})"
+    )
+
+
+def print_verify(result: VerifyResult) -> bool:
+    """`verify`: every problem (to stderr) and what fixes them, or the summary; False when something is wrong."""
+    if not result.ok:
+        for problem in result.problems:
+            click.secho(f"  {problem}", fg="red", err=True)
+        kinds = {problem.kind.value for problem in result.problems}
+        what = [
+            text
+            for kind, text in (
+                ("not synced", "not synced"),
+                ("missing", "missing"),
+                ("mismatch", "changed"),
+                ("unexpected", "not in kernels.lock"),
+            )
+            if kind in kinds
+        ]
+        click.secho(
+            f"error: {count(len(result.problems), 'problem')} in {result.cache} ({', '.join(what)}); run "
+            "`kernlock sync` to download, replace or remove what does not match kernels.lock.",
+            fg="red",
+            err=True,
+        )
+        return False
+    click.echo(
+        f"verified {count(len(result.checked), 'variant')}, {count(result.files, 'file')} in {result.cache}: "
+        "all match kernels.lock"
+    )
+    return True
+
+
+def print_show(rows: list[dict[str, Any]]) -> None:
+    """`show`: one line per lock entry, in aligned columns."""
+    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
+    table = [header]
+    for row in rows:
+        synced = "-" if row["synced"] is None else "yes" if row["synced"] else "no"
+        table.append(
+            (
+                row["repo"] + (f" (for {', '.join(row['required_by'])})" if row["required_by"] else ""),
+                row["requested"],
+                row["ref"],
+                row["commit"][:12],
+                row["variant"] or "-",
+                synced,
+            )
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+def print_outdated(report: Report) -> None:
+    """`outdated`: per locked kernel, whether its ref moved and a newer version exists; what an upgrade changes."""
+    for row in report.rows:
+        e = row.entry
+        via = f" (dependency of {', '.join(e.required_by)})" if e.required_by else ""
+        if row.pinned:
+            state = "pinned by commit"
+        elif row.gone:
+            state = f"{e.ref} no longer exists on the Hub"
+        elif row.moved is None:
+            state = f"{e.ref} has not moved"
+        elif row.moved.commits is None:
+            state = f"{e.ref} was rewritten: now {row.moved.head[:12]} ({row.moved.date or 'date unknown'})"
+        else:
+            state = (
+                f"{e.ref} moved {count(row.moved.commits, 'commit')} to {row.moved.head[:12]} "
+                f"({row.moved.date or 'date unknown'})"
+            )
+        click.echo(f"{e.repo} {e.requested} {e.commit[:12]}{via}: {state}")
+        if row.newer_version:
+            click.echo(f"  newer version with builds for every environment: {row.newest}")
+    if report.upgrade_error:
+        click.secho(f"`kernlock lock --upgrade` would fail: {report.upgrade_error}", fg="yellow")
+    elif report.upgrade:
+        click.echo("`kernlock lock --upgrade` would change:")
+        for line in report.upgrade.render():
+            click.echo(f"  {line}")
+    else:
+        click.echo("`kernlock lock --upgrade` would change nothing")
+
+
+def print_added(result: AddResult) -> None:
+    """`add`: the project it created, each recorded requirement, then the lock."""
+    if result.created:
+        click.echo(f"created {result.created} (no enclosing project was found)")
+    for repo, rev in result.added.items():
+        click.echo(f'added {repo} = "{rev}"')
+    print_lock(result.lock)
+
+
+def print_sync_after_add(report: SyncReport | None) -> None:
+    """`add`'s sync of this machine (None: the lock does not cover it)."""
+    if report is None:
+        click.echo(
+            "not synced: this machine is not one of the lock's environments "
+            "(`kernlock sync --all-environments` fills a cache for all of them)"
+        )
+    else:
+        print_sync(report)
+
+
+def print_import(result: ImportResult) -> None:
+    """`import`: the requirements recorded, each pin kept or not (and why), and where the JSON lock went."""
+    for repo, rev in result.requirements.items():
+        click.echo(f'[tool.kernlock.kernels] "{repo}" = "{rev}"')
+    for outcome in result.outcomes:
+        pin = outcome.pin
+        if outcome.kept:
+            click.echo(f"  kept {pin.repo} {pin.rev} {pin.commit[:12]}")
+        else:
+            now = f" -> {outcome.commit[:12]}" if outcome.commit else ""
+            click.secho(f"  not kept {pin.repo} {pin.rev} {pin.commit[:12]}{now}: {outcome.why}", fg="yellow")
+    if result.moved_to is not None:
+        click.echo(
+            f"moved the kernels library's JSON lock to {result.moved_to.name} (refresh it with "
+            f"`kernlock export --format kernels -o {result.moved_to.name}`)"
+        )
+    click.echo(f"wrote kernels.lock ({count(len(result.lock.kernels), 'entry', 'entries')})")
+
+
+def print_bundle(result: BundleResult) -> None:
+    """`bundle`: what the archive holds and where it is."""
+    click.echo(
+        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({_size(result.size)}) for "
+        f"{', '.join(result.environments)} into {result.path}"
+    )
+
+
+def print_serving(app: MirrorApp, host: str, port: int) -> None:
+    """`serve`: what is not served (to stderr), and what is, where."""
+    for line in app.catalog.skipped:
+        click.secho(f"  not served: {line}", fg="yellow", err=True)
+    click.echo(
+        f"serving {count(len(app.catalog.repos), 'kernel')}, {count(app.catalog.file_count, 'file')} of "
+        f"kernels.lock at http://{host}:{port} (set HF_ENDPOINT there; GET /health)",
+    )
