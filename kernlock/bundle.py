@@ -287,7 +287,7 @@ class Bundle:
             envs = data["environments"]
             assert isinstance(envs, list) and all(isinstance(e, str) for e in envs), "environments"
             for f in files:
-                LockedFile(f["path"], f["size"], f["hash"])  # validated like a lock entry
+                LockedFile(path=f["path"], size=f["size"], hash=f["hash"])  # validated like a lock entry
                 names.check_repo(f["repo"]), names.check_commit(f["commit"]), names.check_variant_folder(f["variant"])
                 assert f["member"] == f"{ROOT}/files/{f['repo']}/{f['commit']}/build/{f['variant']}/{f['path']}"
         except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as err:

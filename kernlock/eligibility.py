@@ -28,14 +28,14 @@ __all__ = [
 
 #: The reason of an environment that no build of a commit matches.
 NO_BUILD = "no build for it"
-_ARCH = re.compile(r"^([0-9]+)\.([0-9]+)([af]?)$")
+_ARCH = re.compile(r"([0-9]+)\.([0-9]+)([af]?)")
 
 
 def cuda_arch_supports(arch: str, capability: tuple[int, int]) -> bool | None:
     """Whether one declared CUDA arch (``9.0``, ``9.0a``, ``10.0f``, ``12.0+PTX``) runs on ``capability``; None
     for an arch string in an unknown format (kernels 0.17's ``_cuda_arch_supports``)."""
     ptx = arch.endswith("+PTX")
-    match = _ARCH.match(arch[: -len("+PTX")] if ptx else arch)
+    match = _ARCH.fullmatch(arch[: -len("+PTX")] if ptx else arch)
     if match is None:
         return None
     arch_major, arch_minor, suffix = int(match.group(1)), int(match.group(2)), match.group(3)

@@ -311,7 +311,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_CLAUSE = re.compile(r"^\s*(torch|cuda|rocm|os|arch)\s*(==|!=|<=|>=|<|>)\s*([A-Za-z0-9_.\-]+)\s*$")
+_CLAUSE = re.compile(r"\s*(torch|cuda|rocm|os|arch)\s*(==|!=|<=|>=|<|>)\s*([A-Za-z0-9_.\-]+)\s*")
 _VERSIONED = {"torch", "cuda", "rocm"}
 
 
@@ -327,7 +327,7 @@ class Condition:
         """Parse a `when` string; raise SpecError that shows the accepted form."""
         clauses = []
         for part in re.split(r"\s+and\s+", text.strip()):
-            match = _CLAUSE.match(part)
+            match = _CLAUSE.fullmatch(part)
             if not match:
                 raise SpecError(
                     f"invalid `when` condition '{text}': expected clauses like `cuda == 12.8` or "

@@ -39,8 +39,8 @@ __all__ = [
 KEYS = ("name", "cuda-capabilities", "python", "tvm-ffi", "kernels", "macos")
 #: Free-threaded CPython before this version cannot load arch builds (they use the stable ABI).
 FREE_THREADED_ABI3 = Version("3.15")
-_CAPABILITY = re.compile(r"^([0-9]{1,2})\.([0-9]{1,2})$")
-_PYTHON = re.compile(r"^([0-9])\.([0-9]{1,2})(?:\.[0-9]{1,3})?(t?)$")
+_CAPABILITY = re.compile(r"([0-9]{1,2})\.([0-9]{1,2})")
+_PYTHON = re.compile(r"([0-9])\.([0-9]{1,2})(?:\.[0-9]{1,3})?(t?)")
 TABLE_FORM = (
     '{ name = "torch211-cxx11-cu128-x86_64-linux", cuda-capabilities = ["9.0"], python = "3.13t", '
     'tvm-ffi = "0.1", kernels = "0.17.2" } (macos = "15.0" for darwin)'
@@ -91,7 +91,7 @@ class Facts:
 
 
 def _capability_pair(text: str) -> tuple[int, int]:
-    match = _CAPABILITY.match(text)
+    match = _CAPABILITY.fullmatch(text)
     assert match is not None
     return int(match.group(1)), int(match.group(2))
 
@@ -133,7 +133,7 @@ def _capabilities(value: object, backend: str) -> tuple[str, ...] | None:
         raise FactError('`cuda-capabilities` must be a non-empty list of GPU compute capabilities, like ["9.0"]')
     found = []
     for item in value:
-        if not isinstance(item, str) or not _CAPABILITY.match(item):
+        if not isinstance(item, str) or not _CAPABILITY.fullmatch(item):
             raise FactError(
                 f'`cuda-capabilities`: {item!r:.40} is not a compute capability like "9.0" (an H100/H200)' + _hint(item)
             )
@@ -156,7 +156,7 @@ def _hint(item: object) -> str:
 def _python(value: object) -> str | None:
     if value is None:
         return None
-    match = _PYTHON.match(value) if isinstance(value, str) else None
+    match = _PYTHON.fullmatch(value) if isinstance(value, str) else None
     if not match:
         fix = f'; did you mean "{value}"?' if isinstance(value, float) else ""
         raise FactError(

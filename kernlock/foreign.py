@@ -38,7 +38,7 @@ __all__ = [
 
 #: Where `kernlock import` moves the kernels library's JSON lock (byte for byte).
 MOVED_NAME = "kernels.lock.json"
-_VERSION = re.compile(r"^v(\d{1,4})$")
+_VERSION = re.compile(r"v(\d{1,4})")
 _CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 
 
@@ -120,7 +120,7 @@ def render_json_lock(pins: list[ForeignPin]) -> str:
     """The kernels library's lock text for ``pins`` (its own bytes: two-space indent, one entry per pin)."""
     entries = []
     for pin in pins:
-        match = _VERSION.match(pin.rev)
+        match = _VERSION.fullmatch(pin.rev)
         dependency: dict[str, object] = {"repo-id": pin.repo}
         if match:
             dependency["version"] = int(match.group(1))

@@ -46,7 +46,7 @@ from kernlock.lockmodel import LockedFile
 __all__ = ["Hub", "Refs"]
 
 REPO_TYPE = "kernel"
-_HEX = re.compile(r"^[0-9a-f]{4,40}$")
+_HEX = re.compile(r"[0-9a-f]{4,40}")
 
 
 class Hub:
@@ -149,7 +149,7 @@ class Hub:
             return name, refs.branches[name]
         if name in refs.tags:
             return name, refs.tags[name]
-        if _HEX.match(rev):
+        if _HEX.fullmatch(rev):
             if len(rev) == 40:
                 return rev, rev
             matches = {c for branch in refs.branches for c in self.commits(repo, branch) if c.startswith(rev)}

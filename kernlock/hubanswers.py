@@ -43,8 +43,8 @@ MAX_LISTING = 100_000  # entries of one paginated listing
 MAX_PAGES = 1_000  # pages of one paginated listing
 MAX_JSON = 32 * 1024 * 1024  # bytes of one JSON answer
 MAX_READ = 1024 * 1024  # bytes of one read_file answer (metadata.json)
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_BLOB = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_BLOB = re.compile(r"[0-9a-f]{40}")
 _VERSION_BRANCH = re.compile(r"v\d+")
 
 #: A variant's files as the build listing gives them and the answer cache keeps them: sorted [path, size, hash].
@@ -102,11 +102,11 @@ def size_and_hash(entry: dict[str, Any]) -> tuple[int, str]:
         if not isinstance(lfs, dict):
             raise ValueError(f"its lfs field {show(lfs)} is not an object")
         oid, size = lfs.get("oid"), lfs.get("size")
-        if not isinstance(oid, str) or not _SHA256.match(oid):
+        if not isinstance(oid, str) or not _SHA256.fullmatch(oid):
             raise ValueError(f"LFS sha256 {show(oid)} is not 64 hex digits")
         return names.check_size(size), f"sha256:{oid}"
     oid = entry.get("oid")
-    if not isinstance(oid, str) or not _BLOB.match(oid):
+    if not isinstance(oid, str) or not _BLOB.fullmatch(oid):
         raise ValueError(f"blob id {show(oid)} is not 40 hex digits")
     return names.check_size(entry.get("size")), f"git-sha1:{oid}"
 
@@ -124,7 +124,7 @@ def check_file_set(files: list[list[Any]]) -> None:
 
 def tree(data: Listing) -> dict[str, tuple[LockedFile, ...]]:
     """Variant name -> its files (LockedFile checks each once more: ValueError/TypeError)."""
-    return {name: tuple(LockedFile(*f) for f in files) for name, files in data.items()}
+    return {name: tuple(LockedFile(path=p, size=s, hash=h) for p, s, h in files) for name, files in data.items()}
 
 
 def tree_from_cache(path: Path) -> dict[str, tuple[LockedFile, ...]] | None:

@@ -313,7 +313,9 @@ class _Validator:
         parsed = tuple(self.kernel(k, i) for i, k in enumerate(kernels))
         facts = self.facts(data.get("environment-facts", []))
         try:
-            lock = Lock(requires_hash, environments, parsed, rule, facts)
+            lock = Lock(
+                requires_hash=requires_hash, environments=environments, kernels=parsed, variant_rule=rule, facts=facts
+            )
         except ValueError as err:
             raise self.fail(str(err)) from None
         return lock, recorded if version == LOCK_VERSION else None
@@ -357,10 +359,9 @@ class _Validator:
             raise self.fail("entry has no [[kernel.variant]]", index)
         parsed = tuple(self.variant(v, index) for v in variants)
         required_by = self._strings(data.get("required-by", []), "required-by", index, allow_empty=True)
+        ids = {key: data[key] for key in ("repo", "requested", "ref", "commit")}
         try:
-            return LockedKernel(
-                data["repo"], data["requested"], data["ref"], data["commit"], environments, parsed, required_by
-            )
+            return LockedKernel(**ids, environments=environments, variants=parsed, required_by=required_by)
         except ValueError as err:
             raise self.fail(str(err), index) from None
 
@@ -379,12 +380,12 @@ class _Validator:
             if not isinstance(item, dict) or set(item) != {"path", "size", "hash"}:
                 raise self.fail(f"variant {data['name']!r} has a malformed file entry {item!r}", index)
             try:
-                parsed.append(LockedFile(item["path"], item["size"], item["hash"]))
+                parsed.append(LockedFile(path=item["path"], size=item["size"], hash=item["hash"]))
             except ValueError as err:
                 raise self.fail(f"variant {data['name']!r}: {err}", index) from None
         environments = self._strings(data.get("environments"), "environments", index)
         try:
-            return LockedVariant(data["name"], environments, tuple(parsed))
+            return LockedVariant(name=data["name"], environments=environments, files=tuple(parsed))
         except ValueError as err:
             raise self.fail(str(err), index) from None
 

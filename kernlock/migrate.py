@@ -91,7 +91,11 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
             )
     environments = list(project.environments) if project.environments else [detect()]
     seeded, why_not = _seed(pins, set(wanted), environments, hub)
-    previous = previous_own or Lock(candidate.requires_hash(), tuple(str(e) for e in environments), tuple(seeded))
+    previous = previous_own or Lock(
+        requires_hash=candidate.requires_hash(),
+        environments=tuple(str(e) for e in environments),
+        kernels=tuple(seeded),
+    )
     try:
         new = resolve(candidate, environments, hub, previous)
     except KernlockError as err:  # `kernlock add` refuses to run before the import: name the table to fix instead
@@ -146,9 +150,20 @@ def _seed(
         for env, name in chosen.items():
             if name is not None:
                 by_variant.setdefault(name, []).append(str(env))
-        variants = tuple(LockedVariant(name, tuple(envs), tree[name]) for name, envs in by_variant.items())
+        variants = tuple(
+            LockedVariant(name=name, environments=tuple(envs), files=tree[name]) for name, envs in by_variant.items()
+        )
         covered = tuple(env for envs in by_variant.values() for env in envs)
-        entries.append(LockedKernel(pin.repo, pin.rev, pin.rev, pin.commit, covered, variants))
+        entries.append(
+            LockedKernel(
+                repo=pin.repo,
+                requested=pin.rev,
+                ref=pin.rev,
+                commit=pin.commit,
+                environments=covered,
+                variants=variants,
+            )
+        )
     return entries, why
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 __all__ = [
@@ -29,13 +30,13 @@ __all__ = [
 
 MAX_FILE_SIZE = 1 << 40  # 1 TiB: larger than any build file, small enough to catch nonsense
 MAX_PATH = 1024
-_REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-]{0,94}[A-Za-z0-9_])?$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_REF_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-+]*$")
+_REPO_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-]{0,94}[A-Za-z0-9_])?")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_REF_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-+]*")
 #: No control byte, slash, backslash or lone surrogate (JSON can hold one; UTF-8 cannot).
-_PATH_PART = re.compile(r"^[^\x00-\x1f\x7f/\\\ud800-\udfff]+$")
-_HASH = re.compile(r"^(sha256:[0-9a-f]{64}|git-sha1:[0-9a-f]{40})$")
-_VARIANT = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,127}$")
+_PATH_PART = re.compile(r"[^\x00-\x1f\x7f/\\\ud800-\udfff]+")
+_HASH = re.compile(r"(sha256:[0-9a-f]{64}|git-sha1:[0-9a-f]{40})")
+_VARIANT = re.compile(r"[a-z0-9][a-z0-9_.\-]{0,127}")
 #: Python keeps bytecode here; kernlock puts a file of this name in every variant folder so none is written
 #: or read there (docs/sync.md), so a locked path may not use the name.
 PYCACHE = "__pycache__"
@@ -46,7 +47,7 @@ def check_repo(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError(f"repo id {value!r} is not a string")
     parts = value.split("/")
-    if len(parts) != 2 or not all(_REPO_PART.match(p) and "--" not in p and ".." not in p for p in parts):
+    if len(parts) != 2 or not all(_REPO_PART.fullmatch(p) and "--" not in p and ".." not in p for p in parts):
         raise ValueError(
             f"{value!r} is not a repo id: expected org/name of letters, digits, '-', '_' and '.' "
             "(no '--' or '..'), e.g. kernels-community/activation"
@@ -56,7 +57,7 @@ def check_repo(value: object) -> str:
 
 def check_commit(value: object) -> str:
     """A full commit sha: 40 lowercase hex digits."""
-    if not isinstance(value, str) or not _COMMIT.match(value):
+    if not isinstance(value, str) or not _COMMIT.fullmatch(value):
         raise ValueError(f"{value!r} is not a 40-hex commit sha")
     return value
 
@@ -66,7 +67,7 @@ def check_ref(value: object) -> str:
     if not isinstance(value, str) or not value or len(value) > 255:
         raise ValueError(f"{value!r} is not a branch or tag name")
     parts = value.split("/")
-    if not all(_REF_PART.match(p) and not p.endswith((".lock", ".")) and ".." not in p for p in parts):
+    if not all(_REF_PART.fullmatch(p) and not p.endswith((".lock", ".")) and ".." not in p for p in parts):
         raise ValueError(f"{value!r} is not a branch or tag name (letters, digits, '.', '_', '-', '+', '/')")
     return value
 
@@ -77,7 +78,7 @@ def check_path(value: object) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_PATH:
         raise ValueError(f"file path {value!r} is empty, not a string or too long")
     for part in value.split("/"):
-        if part in ("", ".", "..", PYCACHE) or not _PATH_PART.match(part) or len(part) > 255:
+        if part in ("", ".", "..", PYCACHE) or not _PATH_PART.fullmatch(part) or len(part) > 255:
             raise ValueError(
                 f"file path {value!r} is not a plain relative path (an empty, '.', '..' or {PYCACHE} part, an "
                 "absolute path, a backslash or a control character)"
@@ -94,7 +95,7 @@ def check_size(value: object) -> int:
 
 def check_hash(value: object) -> str:
     """``sha256:<64 hex>`` (LFS files) or ``git-sha1:<40 hex>`` (git blob id)."""
-    if not isinstance(value, str) or not _HASH.match(value):
+    if not isinstance(value, str) or not _HASH.fullmatch(value):
         raise ValueError(f"hash {value!r} is not sha256:<64 hex> or git-sha1:<40 hex>")
     return value
 
@@ -102,7 +103,7 @@ def check_hash(value: object) -> str:
 def check_variant_folder(value: object) -> str:
     """A build variant name as a folder name: lowercase letters, digits, '.', '_', '-' (the grammar itself is
     checked by :mod:`kernlock.environment`)."""
-    if not isinstance(value, str) or not _VARIANT.match(value) or ".." in value:
+    if not isinstance(value, str) or not _VARIANT.fullmatch(value) or ".." in value:
         raise ValueError(f"{value!r} is not a build variant name (e.g. torch213-cxx11-cpu-x86_64-linux)")
     return value
 
@@ -110,13 +111,25 @@ def check_variant_folder(value: object) -> str:
 def under(root: Path, *parts: str) -> Path:
     """``root/parts...``, proven to stay below ``root`` once symlinks are followed; ValueError otherwise.
 
-    Only the folder that will hold the result is resolved (the last part may be a symlink kernlock makes).
+    Only the folders that will hold the result are checked (the last part may be a symlink kernlock makes): from
+    ``root`` resolved once, each existing folder below it is looked at with ``lstat``, and a symlink among them must
+    resolve to a place below ``root`` (a few system calls, not a ``realpath`` of the whole path: every kernel
+    load checks its paths).
     """
-    path = Path(root, *parts)
-    real_root = os.path.realpath(root)
-    real_parent = os.path.realpath(path.parent)
-    if ".." in Path(*parts).parts or Path(*parts).is_absolute():
+    relative = Path(*parts)
+    if ".." in relative.parts or relative.is_absolute():
         raise ValueError(f"{os.path.join(*parts)!r} leaves {root}")
-    if real_parent != real_root and not real_parent.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise ValueError(f"{path} leaves {root} (through a symlink to {real_parent})")
-    return path
+    real_root = os.path.realpath(root)
+    inside = real_root.rstrip(os.sep) + os.sep
+    here = real_root
+    for part in relative.parts[:-1]:
+        here = os.path.join(here, part)
+        try:
+            mode = os.lstat(here).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            break  # nothing below a missing folder can be a symlink yet
+        if stat.S_ISLNK(mode):
+            here = os.path.realpath(here)
+            if here != real_root and not here.startswith(inside):
+                raise ValueError(f"{Path(root, *parts)} leaves {root} (through a symlink to {here})")
+    return Path(root, *parts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
@@ -87,7 +87,13 @@ def resolve(
             pending = list(deps.values())
     kernels = _check_disjoint(list(entries.values()), direct)
     envs = tuple(str(e) for e in environments)
-    return normalized(Lock(project.requires_hash(), envs, tuple(kernels), facts=environment_facts(environments)))
+    lock = Lock(
+        requires_hash=project.requires_hash(),
+        environments=envs,
+        kernels=tuple(kernels),
+        facts=environment_facts(environments),
+    )
+    return normalized(lock)
 
 
 def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
@@ -120,15 +126,15 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
         assert name is not None  # an environment without a build is among the refusals above
         by_variant.setdefault(name, []).append(str(env))
     for name, envs in by_variant.items():
-        variants.append(LockedVariant(name, tuple(envs), tree[name]))
+        variants.append(LockedVariant(name=name, environments=tuple(envs), files=tree[name]))
     entry = LockedKernel(
-        task.repo,
-        task.rev,
-        ref,
-        commit,
-        tuple(str(e) for e in task.environments),
-        tuple(variants),
-        tuple(task.required_by),
+        repo=task.repo,
+        requested=task.rev,
+        ref=ref,
+        commit=commit,
+        environments=tuple(str(e) for e in task.environments),
+        variants=tuple(variants),
+        required_by=tuple(task.required_by),
     )
     deps = _dependencies(task, commit, chosen, tree, hub)
     return entry, deps
@@ -298,28 +304,17 @@ def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
     for v in new.variants:
         known = variants.get(v.name)
         envs = tuple(sorted(set(v.environments) | set(known.environments if known else ())))
-        variants[v.name] = LockedVariant(v.name, envs, v.files)
-    return LockedKernel(
-        new.repo,
-        new.requested,
-        new.ref,
-        new.commit,
-        tuple(sorted(set(old.environments) | set(new.environments))),
-        tuple(variants.values()),
-        tuple(sorted(set(old.required_by) | set(new.required_by))),
+        variants[v.name] = replace(v, environments=envs)
+    return replace(
+        new,
+        environments=tuple(sorted(set(old.environments) | set(new.environments))),
+        variants=tuple(variants.values()),
+        required_by=tuple(sorted(set(old.required_by) | set(new.required_by))),
     )
 
 
 def _add_required_by(entry: LockedKernel, required_by: Iterable[str]) -> LockedKernel:
-    return LockedKernel(
-        entry.repo,
-        entry.requested,
-        entry.ref,
-        entry.commit,
-        entry.environments,
-        entry.variants,
-        tuple(sorted(set(entry.required_by) | set(required_by))),
-    )
+    return replace(entry, required_by=tuple(sorted(set(entry.required_by) | set(required_by))))
 
 
 def _check_disjoint(entries: list[LockedKernel], direct: set[tuple[str, str]]) -> list[LockedKernel]:
@@ -358,16 +353,8 @@ def _restrict(entry: LockedKernel, envs: set[str]) -> LockedKernel:
     for v in entry.variants:
         keep = tuple(e for e in v.environments if e in envs)
         if keep:
-            variants.append(LockedVariant(v.name, keep, v.files))
-    return LockedKernel(
-        entry.repo,
-        entry.requested,
-        entry.ref,
-        entry.commit,
-        tuple(sorted(envs)),
-        tuple(variants),
-        entry.required_by,
-    )
+            variants.append(replace(v, environments=keep))
+    return replace(entry, environments=tuple(sorted(envs)), variants=tuple(variants))
 
 
 def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:

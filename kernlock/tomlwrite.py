@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["InlineTables", "dumps", "key", "string", "value"]
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 _COMPACT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
@@ -46,7 +46,7 @@ def key(name: str) -> str:
     """A bare key when TOML allows one, else a quoted one."""
     text = _KEY_TEXT.get(name)
     if text is None:
-        text = name if _BARE_KEY.match(name) else string(name)
+        text = name if _BARE_KEY.fullmatch(name) else string(name)
         if len(_KEY_TEXT) < 4096:
             _KEY_TEXT[name] = text
     return text

@@ -161,6 +161,42 @@ def test_no_module_outside_testing_is_over_400_lines() -> None:
     assert _over_size() == [], f"modules over {MAX_LINES} lines (split them by job):\n" + "\n".join(_over_size())
 
 
+def _dollar_anchored_patterns(source: str) -> list[str]:
+    """Patterns given to ``re`` that end in ``$`` without ``re.M``: ``$`` also matches before a final newline, so
+    ``re.match("^[0-9a-f]{40}$", sha + "\\n")`` passes; checks must use ``fullmatch`` with no anchors."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+            continue
+        owner, pattern = node.func.value, node.args[0]
+        multiline = any("M" in ast.unparse(arg) for arg in [*node.args[1:], *(k.value for k in node.keywords)])
+        if (
+            isinstance(owner, ast.Name)
+            and owner.id == "re"
+            and isinstance(pattern, ast.Constant)
+            and isinstance(pattern.value, str)
+            and pattern.value.endswith("$")
+            and not multiline
+        ):
+            found.append(pattern.value)
+    return found
+
+
+def test_no_check_pattern_ends_in_a_dollar() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}: {pattern}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for pattern in _dollar_anchored_patterns(path.read_text())
+    ]
+    assert offenders == [], "use re.fullmatch (or pattern.fullmatch) without ^...$:\n" + "\n".join(offenders)
+
+
+def test_the_dollar_finder_finds_one() -> None:
+    assert _dollar_anchored_patterns('import re\nX = re.compile(r"^[0-9a-f]{40}$")') == ["^[0-9a-f]{40}$"]
+    assert _dollar_anchored_patterns('import re\nre.search(r"^A = 1$", text, re.M)') == []
+    assert _dollar_anchored_patterns('import re\nX = re.compile(r"[0-9a-f]{40}")') == []
+
+
 def _declared(path: Path) -> list[str] | None:
     """The module's ``__all__`` (a literal list), or None when it has none."""
     for node in ast.parse(path.read_text()).body:

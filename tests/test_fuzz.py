@@ -187,7 +187,7 @@ def _file_sets(draw: st.DrawFn, paths: st.SearchStrategy[list[str]]) -> tuple[Lo
             k == key or k.startswith(key + "/") or key.startswith(k + "/") for k in (f.path.casefold() for f in kept)
         )
         if not clash:
-            kept.append(LockedFile(path, draw(file_size), draw(file_hash)))
+            kept.append(LockedFile(path=path, size=draw(file_size), hash=draw(file_hash)))
     return tuple(kept)
 
 
@@ -237,17 +237,25 @@ def valid_locks(draw: st.DrawFn, files: st.SearchStrategy[tuple[LockedFile, ...]
         refs = (*REFS, commit)
         kernels.append(
             LockedKernel(
-                repo,
-                _pick(draw, refs),
-                _pick(draw, refs),
-                commit,
-                tuple(envs),
-                tuple(LockedVariant(name, tuple(es), draw(files)) for name, es in by_variant.items()),
-                tuple(r for r in draw(other_repos) if r != repo),
+                repo=repo,
+                requested=_pick(draw, refs),
+                ref=_pick(draw, refs),
+                commit=commit,
+                environments=tuple(envs),
+                variants=tuple(
+                    LockedVariant(name=name, environments=tuple(es), files=draw(files))
+                    for name, es in by_variant.items()
+                ),
+                required_by=tuple(r for r in draw(other_repos) if r != repo),
             )
         )
     declared = [_with_facts(draw, env) for env in lock_envs if draw(_ints(1, 3)) == 3]
-    return Lock(f"sha256:{draw(hex64)}", tuple(lock_envs), tuple(kernels), facts=environment_facts(declared))
+    return Lock(
+        requires_hash=f"sha256:{draw(hex64)}",
+        environments=tuple(lock_envs),
+        kernels=tuple(kernels),
+        facts=environment_facts(declared),
+    )
 
 
 def _with_facts(draw: st.DrawFn, env: str) -> Environment:
@@ -451,7 +459,7 @@ def refused(err: KernlockError, *kinds: type[KernlockError]) -> None:
 
 @settings(FUZZ, max_examples=1_250)
 @given(valid_locks())
-@example(Lock("sha256:" + "0" * 64, (), ()))  # a project without kernels
+@example(Lock(requires_hash="sha256:" + "0" * 64, environments=(), kernels=()))  # a project without kernels
 def test_lock_writer_output_reads_back_exactly(lock: Lock):
     """A valid lock's text reads back (strictly and loosely) as the same lock in canonical order, and the writer
     gives the same bytes for it."""

@@ -7,6 +7,7 @@ clear `error:` line, exit 1 (2 for usage errors), nothing written. Hostile paths
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
 
-from kernlock import api, lockfile
+from kernlock import api, lockfile, names
 from kernlock.cli import main
 from kernlock.errors import LockError
 from kernlock.testing import Catalog, HubServer
@@ -122,7 +123,34 @@ MALICIOUS_LOCKS = {
         "did you mean",
     ),
     "unknown key in an entry": (_first(r'ref = "v1"', 'ref = "v1"\nscript = "rm -rf /"'), "unknown key"),
+    # a regex `$` also matches before a final newline: each value with one appended must still be refused
+    "commit ends in a newline": (_first(r'commit = "[0-9a-f]{40}"', f'commit = "{"e" * 40}\\n"'), "40-hex"),
+    "repo ends in a newline": (_first(r'repo = "[^"]+"', 'repo = "kernels-community/activation\\n"'), "repo id"),
+    "ref ends in a newline": (_first(r'ref = "v1"', 'ref = "v1\\n"'), "branch or tag"),
+    "variant name ends in a newline": (_first(VARIANT, f'{VARIANT[:-1]}\\n"'), "variant name"),
+    "file path ends in a newline": (_first(r'path = "__init__.py"', 'path = "__init__.py\\n"'), "path"),
+    "hash ends in a newline": (_first(r'hash = "git-sha1:[0-9a-f]{40}"', f'hash = "git-sha1:{"0" * 40}\\n"'), "hash"),
 }
+
+
+NAME_CHECKS = {
+    names.check_repo: "kernels-community/activation",
+    names.check_commit: "e" * 40,
+    names.check_ref: "v1",
+    names.check_path: "torch_ext/__init__.py",
+    names.check_hash: "git-sha1:" + "0" * 40,
+    names.check_variant_folder: "torch213-cxx11-cpu-x86_64-linux",
+}
+
+
+@pytest.mark.parametrize("check", NAME_CHECKS, ids=lambda check: check.__name__)
+def test_a_name_with_a_line_break_is_refused(check: Callable[[object], object]):
+    """Each checked name holds no line break: not at its end (where a regex `$` would still match), nor inside."""
+    valid = NAME_CHECKS[check]
+    assert check(valid) == valid
+    for bad in (valid + "\n", valid + "\r\n", "\n" + valid):
+        with pytest.raises(ValueError):
+            check(bad)
 
 
 @pytest.mark.parametrize("case", sorted(MALICIOUS_LOCKS))
@@ -313,3 +341,41 @@ def test_show_and_verify_without_a_project_say_what_to_run(tmp_path: Path, user_
     write_pyproject(tmp_path, "", [CPU_ENV])
     for command in ("show", "verify"):
         assert_clean_error(cli(command, cwd=tmp_path), "no kernels.lock", "kernlock lock")
+
+
+def _under_by_realpath(root: Path, *parts: str) -> bool:
+    """The plain definition of names.under: the folder that holds the result resolves to a place below root."""
+    real_root, real_parent = os.path.realpath(root), os.path.realpath(Path(root, *parts).parent)
+    return real_parent == real_root or real_parent.startswith(real_root + os.sep)
+
+
+def test_under_follows_every_symlink_below_its_root(tmp_path: Path):
+    """names.under (what every cache path goes through) agrees with the realpath definition on a tree with
+    symlinks into and out of the root, nested ones and dangling ones, except that a path through a place outside
+    the root is refused even when it comes back; the last part may be a symlink anywhere."""
+    root, outside = tmp_path / "cache", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    (outside / "c").mkdir(parents=True)
+    (root / "out").symlink_to(outside)
+    (root / "in").symlink_to(root / "a")
+    (root / "a" / "up").symlink_to(tmp_path)
+    (root / "a" / "chain").symlink_to(root / "out")
+    (root / "dangling").symlink_to(tmp_path / "missing")
+    (root / "a" / "b" / "last").symlink_to(outside / "c")
+    cases = [
+        ("a", "b", "f"), ("in", "b", "f"), ("a", "b", "last"), ("missing", "x", "y"), ("f",),
+        ("out", "f"), ("out", "c", "f"), ("a", "up", "cache", "f"), ("a", "chain", "c", "f"), ("dangling", "f"),
+        ("a", "up", "outside", "f"), ("in", "chain", "f"),
+    ]  # fmt: skip
+    leaves_and_returns = ("a", "up", "cache", "f")  # stricter than realpath: a path may not pass outside at all
+    for parts in cases:
+        expected = _under_by_realpath(root, *parts) and parts != leaves_and_returns
+        if expected:
+            assert names.under(root, *parts) == Path(root, *parts), parts
+        else:
+            with pytest.raises(ValueError, match="through a symlink"):
+                names.under(root, *parts)
+    assert sum(_under_by_realpath(root, *parts) for parts in cases) == 6  # both kinds are exercised
+    for parts in (("..", "x"), ("a", "..", "..", "x"), (str(outside), "x")):
+        with pytest.raises(ValueError, match="leaves"):
+            names.under(root, *parts)

@@ -164,6 +164,16 @@ HOSTILE: list[tuple[str, str, Callable[[Path], Transform], str]] = [
     ("tree-bad-lfs-sha", "/tree/", lambda out: _set_lfs(oid="zz" * 32), "LFS sha256"),
     ("tree-short-lfs-sha", "/tree/", lambda out: _set_lfs(oid="ab" * 20), "LFS sha256"),
     ("tree-lfs-size", "/tree/", lambda out: _set_lfs(size=-4096), "file size"),
+    # a regex `$` also matches before a final newline: ids and paths with one appended are refused too
+    (
+        "refs-sha-newline",
+        "/refs",
+        lambda out: _refs(lambda d: _branch(d, "v1").update(targetCommit="a" * 40 + "\n")),
+        "commit",
+    ),
+    ("tree-blob-id-newline", "/tree/", lambda out: _set("__init__.py", oid="ab" * 20 + "\n"), "blob id"),
+    ("tree-lfs-sha-newline", "/tree/", lambda out: _set_lfs(oid="ab" * 32 + "\n"), "LFS sha256"),
+    ("tree-path-newline", "/tree/", lambda out: _set("__init__.py", path=f"{VARIANT}/__init__.py\n"), "relative"),
     ("tree-no-path", "/tree/", lambda out: _tree(lambda entries: [*entries, {"type": "file"}]), "without a path"),
     ("tree-not-a-list", "/tree/", lambda out: _body(b'{"evil": 1}'), "not a list"),
     (

@@ -321,10 +321,13 @@ def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp
     cache = tmp_path / "cache"
     contents = {"metadata.json": b"{}", "pkg/__init__.py": b"X = 1\n", "pkg/lib/data.bin": b"\0\1"}
     files = tuple(
-        LockedFile(path, len(data), "sha256:" + hashlib.sha256(data).hexdigest()) for path, data in contents.items()
+        LockedFile(path=path, size=len(data), hash="sha256:" + hashlib.sha256(data).hexdigest())
+        for path, data in contents.items()
     )
-    variant = LockedVariant(CPU_ENV, (CPU_ENV,), files)
-    entry = LockedKernel("org/nested", "v1", "v1", "a" * 40, (CPU_ENV,), (variant,))
+    variant = LockedVariant(name=CPU_ENV, environments=(CPU_ENV,), files=files)
+    entry = LockedKernel(
+        repo="org/nested", requested="v1", ref="v1", commit="a" * 40, environments=(CPU_ENV,), variants=(variant,)
+    )
     with pytest.raises(NotSyncedError):
         syncing.check_variant(entry, variant, cache=cache)
     root = syncing.variant_path(entry, variant, cache)
@@ -351,6 +354,8 @@ def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp
     elsewhere = tmp_path / "elsewhere"
     lib.rename(elsewhere)
     lib.symlink_to(elsewhere)  # the same files, through a folder symlink
-    problems = syncing.verify(Lock("sha256:" + "0" * 64, (CPU_ENV,), (entry,)), [CPU_ENV], cache=cache).problems
+    problems = syncing.verify(
+        Lock(requires_hash="sha256:" + "0" * 64, environments=(CPU_ENV,), kernels=(entry,)), [CPU_ENV], cache=cache
+    ).problems
     assert [(p.path, p.kind) for p in problems] == [("pkg/lib", FileState.UNEXPECTED)]
     assert "a symlink to" in problems[0].detail

@@ -503,7 +503,7 @@ def test_a_kernels_version_without_a_hooked_attribute_falls_back(rt: Runtime):
 
 def test_kernlock_activate_stays_callable_after_import_kernlock_activate(tmp_path: Path) -> None:
     """`import kernlock.activate` binds the module to `kernlock.activate`; the documented call must still work."""
-    empty = Lock("sha256:" + "0" * 64, (CPU_ENV,), ())
+    empty = Lock(requires_hash="sha256:" + "0" * 64, environments=(CPU_ENV,), kernels=())
     (tmp_path / "kernels.lock").write_text(lockfile.dumps(empty))
     code = (
         "import kernlock.activate\n"

@@ -85,7 +85,7 @@ GIT_AUTHOR = ("kernel-builder", "kernel-builder@users.noreply.huggingface.co")
 _EPOCH = 1735689600  # 2025-01-01T00:00:00Z; commit n of a repository is dated _EPOCH + n hours.
 _STATE_FILE = "kernlock-fixture.json"  # inside .git/, invisible to the server
 _LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n"
-_NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+_NAME_RE = re.compile(r"[a-z][-a-z0-9]*[a-z0-9]")
 _GITATTRIBUTES = "*.so filter=lfs diff=lfs merge=lfs -text\n*.bin filter=lfs diff=lfs merge=lfs -text\n"
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1032,7 +1032,7 @@ def _split_repo_id(repo_id: str) -> tuple[str, str]:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(parts):
         raise ValueError(f"repo id must be 'org/name', not {repo_id!r}")
-    if not _NAME_RE.match(parts[1]):
+    if not _NAME_RE.fullmatch(parts[1]):
         raise ValueError(f"kernel name {parts[1]!r} does not match {_NAME_RE.pattern}")
     return parts[0], parts[1]
 
