@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from kernlock import facts as optional
-from kernlock import variant_rule, variant_types, variants
+from kernlock import values, variant_rule, variant_types, variants
 from kernlock.errors import EnvironmentStringError, KernlockError, SpecError
 
 __all__ = [
@@ -51,7 +51,7 @@ def _with_abi_rule(name: str) -> str:
     assert isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.Torch)
     abi = True if parsed.os == "linux" else None
     if parsed.framework.cxx11_abi is None or abi is None:
-        parsed = replace(parsed, framework=replace(parsed.framework, cxx11_abi=abi))
+        parsed = values.replace(parsed, framework=values.replace(parsed.framework, cxx11_abi=abi))
     return parsed.variant_str
 
 
@@ -315,7 +315,7 @@ _CLAUSE = re.compile(r"\s*(torch|cuda|rocm|os|arch)\s*(==|!=|<=|>=|<|>)\s*([A-Za
 _VERSIONED = {"torch", "cuda", "rocm"}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@values.value
 class Condition:
     """A `when` expression: clauses like ``cuda == 12.8`` joined by ``and``."""
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
+
+from kernlock import values
 
 __all__ = [
     "FREE_THREADED_ABI3",
@@ -51,7 +52,7 @@ class FactError(ValueError):
     """An optional fact that is not valid; the message names the fix."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@values.value
 class Facts:
     """The optional facts of one environment (None: not declared)."""
 

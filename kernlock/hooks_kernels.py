@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from kernlock import activated
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedKernel, LockedVariant
+from kernlock.values import value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retr
 # -- the state of one activation ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@value
 class Located:
     """A locked build, verified: what a load of ``entry.repo`` gets here."""
 
@@ -230,7 +230,7 @@ def locate(
         )
     variant = entry.variant_for(state.environment)
     assert variant is not None
-    return Located(entry, variant, _verified_path(state, entry, variant))
+    return Located(entry=entry, variant=variant, path=_verified_path(state, entry, variant))
 
 
 def origin_of(path: object) -> LockedKernel | None:

@@ -17,11 +17,11 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from kernlock import lockfile
 from kernlock.errors import LockError
 from kernlock.lockmodel import LockedKernel
+from kernlock.values import replace
 
 __all__ = ["INDEX_VERSION", "LockView", "read"]
 
@@ -65,18 +65,12 @@ def read(path: str, environment: str) -> LockView:
     for kernel in lock.kernels:
         variant = kernel.variant_for(environment)
         if variant is not None:
-            mine = _replace(variant, environments=(environment,))
-            entries.append(_replace(kernel, environments=(environment,), variants=(mine,)))
+            mine = replace(variant, environments=(environment,))
+            entries.append(replace(kernel, environments=(environment,), variants=(mine,)))
     view = LockView(environment, lock.environments, lock.repos, entries)
     if recorded is not None:
         _save(index, path, environment, key, recorded, view)
     return view
-
-
-def _replace(item: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(item, **changes)
 
 
 def _index_path(path: str, environment: str) -> str:

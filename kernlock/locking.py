@@ -3,7 +3,7 @@ when the lock must move), and record or drop requirements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +14,7 @@ from kernlock.environment import Environment, detect
 from kernlock.errors import DuplicateSpecError, ForeignLockError, LockError, ProjectError
 from kernlock.lockmodel import Lock
 from kernlock.project import Pin, Project, Requirement, Spec, Upgrade
+from kernlock.values import value
 from kernlock.variants import RULE
 
 if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
@@ -94,7 +95,7 @@ def read_lock(project: Project) -> Lock:
     return lockfile.read(project.lockfile)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class LockResult:
     lock: Lock
     written: bool
@@ -185,7 +186,7 @@ def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> boo
     return True
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class AddResult:
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult

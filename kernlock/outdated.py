@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernlock import changes
+from kernlock import changes, values
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError
 from kernlock.hub import Hub
@@ -92,7 +92,7 @@ class Report:
 def report(project: Project, lock: Lock, environments: list[Environment], hub: Hub) -> Report:
     """Compare every lock entry with the Hub now (see the module docstring for the requests it makes)."""
     by_name = {str(env): env for env in environments}
-    trusted = {repo: replace(req, trust=True) for repo, req in project.requirements.items()}
+    trusted = {repo: values.replace(req, trust=True) for repo, req in project.requirements.items()}
     error = None
     try:
         upgraded = resolve(replace(project, requirements=trusted), environments, hub, lock, Upgrade(all=True))

@@ -19,7 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock import facts, foreign, names
+from kernlock import facts, foreign, names, values
 from kernlock.environment import Condition, Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
 from kernlock.lockfile import LOCK_NAME
@@ -42,7 +42,7 @@ PYPROJECT = "pyproject.toml"
 _VCS = (".git", ".hg", ".svn")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@values.value
 class Pin:
     """One revision of a requirement, optionally only for environments where ``when`` holds."""
 
@@ -56,7 +56,7 @@ class Pin:
         return data
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@values.value
 class Requirement:
     """A requested kernel repo: its pins (first match wins) and whether its publisher is trusted by hand."""
 
@@ -82,7 +82,7 @@ class Requirement:
         return {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@values.value
 class Spec:
     """A command-line spec ``org/name[@rev]``."""
 
@@ -106,7 +106,7 @@ class Spec:
         return cls(repo=repo, rev=rev or None)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@values.value
 class Upgrade:
     """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
 

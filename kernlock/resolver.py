@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
@@ -18,6 +18,7 @@ from kernlock.errors import KernlockError, NotFoundError, ResolutionError, Unkno
 from kernlock.lockfile import normalized
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
 from kernlock.project import Project, Upgrade
+from kernlock.values import replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -3,10 +3,11 @@ frameworks, and arch and noarch variants. Frozen, hashable values; ``variant_str
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from packaging.version import Version
+
+from kernlock.values import value
 
 __all__ = [
     "CANN",
@@ -157,7 +158,7 @@ VERSIONED_BACKENDS = (CUDA, ROCm, XPU, CANN)
 # -- frameworks --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class Torch:
     """A torch version, ``torch{M}{m}``, with an optional C++ ABI tag (``cxx11_abi`` None when untagged)."""
 
@@ -196,7 +197,7 @@ Framework = Torch | TorchStableAbi | TvmFfi
 # -- variants ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class ArchVariant:
     """A compiled build for one framework version, backend, CPU and OS."""
 
@@ -213,7 +214,7 @@ class ArchVariant:
         return self.variant_str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class NoarchVariant:
     """A pure-Python build, ``torch-{backend}`` (``torch-universal`` loads everywhere)."""
 

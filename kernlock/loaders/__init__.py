@@ -16,17 +16,17 @@ What a locked load gets (strict/warn, revisions, verification) is decided in one
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
 from kernlock.loaders._common import Patcher
+from kernlock.values import value
 
 __all__ = ["COVERAGE", "PATHS", "Adapter", "Probe", "install", "load_paths", "probe", "probe_files"]
 
 
-@dataclass(frozen=True)
+@value
 class Probe:
     """The installed loader: its generation (``resolver``, ``utils``, ``unknown``; None when kernels is not
     installed), its version, and for ``unknown`` the seams the closest known generation lacks."""
@@ -73,18 +73,20 @@ def probe() -> Probe:
         import kernels
     except ModuleNotFoundError as err:
         if err.name == "kernels":
-            return Probe(None, None)
-        return Probe("unknown", _version(), (f"import kernels: {err}",))
+            return Probe(generation=None, kernels=None)
+        return Probe(generation="unknown", kernels=_version(), missing=(f"import kernels: {err}",))
     except Exception as err:  # a broken install: nothing can be hooked
-        return Probe("unknown", _version(), (f"import kernels: {type(err).__name__}: {err}",))
+        return Probe(
+            generation="unknown", kernels=_version(), missing=(f"import kernels: {type(err).__name__}: {err}",)
+        )
     gaps: list[list[str]] = []
     for adapter in _adapters():
         lacking = adapter.missing()
         if not lacking:
-            return Probe(adapter.NAME, _version(kernels))
+            return Probe(generation=adapter.NAME, kernels=_version(kernels))
         gaps.append(lacking)
     fewest = min(gaps, key=len)
-    return Probe("unknown", _version(kernels), tuple(fewest))
+    return Probe(generation="unknown", kernels=_version(kernels), missing=tuple(fewest))
 
 
 def probe_files() -> Probe:
@@ -106,7 +108,7 @@ def probe_files() -> Probe:
     for adapter in _adapters():
         calls = [(module, fn, ()) for module, fn, _name in adapter.CALLS]
         if all(_defined(package, module, path, params) for module, path, params in (*adapter.SEAMS, *calls)):
-            return Probe(adapter.NAME, installed("kernels"))
+            return Probe(generation=adapter.NAME, kernels=installed("kernels"))
     return probe()
 
 
