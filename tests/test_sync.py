@@ -295,6 +295,49 @@ def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, 
     assert _resolve_gets(hub) == 1
 
 
+def _receipts(lock: Lock) -> dict[str, tuple[bytes, int, int, int]]:
+    """Every synced variant's receipt: its bytes, mtime_ns, inode and ctime_ns (a rewrite changes the inode)."""
+    found = {}
+    for entry, variant in syncing.targets(lock, None):
+        path = caches.receipt_path(entry, variant)
+        st = path.stat()
+        found[f"{entry.repo} {variant.name}"] = (path.read_bytes(), st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    return found
+
+
+def test_verify_rewrites_no_receipt_that_still_holds(user_env: dict[str, str], hub: HubServer, project: Path):
+    """`verify` re-hashes every file, but a receipt that already says what it found is left as it is (not even
+    rewritten with the same bytes); a touched file gets its receipt record updated, a tampered one is reported
+    and its receipt never vouches for it."""
+    lock = _lock(project, f'"{PAGED}" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    syncing.sync(lock, [CPU_ENV, CUDA_ENV], progress=False)
+    before = _receipts(lock)
+    assert len(before) == 4  # paged-attention and activation, two environments each
+    checked = _cli("verify", "--all-environments", "--project", str(project))
+    assert checked.returncode == 0, checked.stderr
+    assert "verified 4 variants" in checked.stdout
+    assert _receipts(lock) == before
+
+    entry, variant = _entry_variant(lock, ACTIVATION)
+    key = f"{ACTIVATION} {CPU_ENV}"
+    touched = syncing.variant_path(entry, variant) / "__init__.py"
+    os.utime(touched, ns=(1, 1))  # same bytes, new stat: re-hashed, found intact, its receipt record updated
+    assert _cli("verify", "--all-environments", "--project", str(project)).returncode == 0
+    after = _receipts(lock)
+    assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in before.items() if k != key}
+    records = json.loads(after[key][0])["files"]
+    assert records["__init__.py"]["stat"] == caches.stat_key(touched.stat())
+    assert records["__init__.py"]["stat"] != json.loads(before[key][0])["files"]["__init__.py"]["stat"]
+
+    touched.write_text(touched.read_text().replace("KERNEL_IDENTITY", "KERNEL_IDENTITX", 1))  # tampered
+    tampered = _cli("verify", "--all-environments", "--project", str(project))
+    assert tampered.returncode == 1 and "__init__.py" in tampered.stderr and "mismatch" in tampered.stderr
+    assert _receipts(lock) == after  # not refreshed: the stat key it holds no longer vouches for the file
+    assert not syncing.is_synced(entry, variant)
+    with pytest.raises(IntegrityError, match=r"__init__\.py"):
+        syncing.check_variant(entry, variant)
+
+
 # -- network faults, resume, concurrency --------------------------------------------------------------------
 
 
