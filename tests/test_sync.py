@@ -25,6 +25,7 @@ from kernlock.errors import HubError, IntegrityError, LockError, NotSyncedError
 from kernlock.hub import Hub
 from kernlock.lockmodel import Lock
 from kernlock.testing import Catalog, HubServer
+from kernlock.variantcheck import FileState
 
 CUDA_ENV = "torch212-cxx11-cu130-x86_64-linux"
 ACTIVATION = "kernels-community/activation"
@@ -336,6 +337,30 @@ def test_verify_rewrites_no_receipt_that_still_holds(user_env: dict[str, str], h
     assert not syncing.is_synced(entry, variant)
     with pytest.raises(IntegrityError, match=r"__init__\.py"):
         syncing.check_variant(entry, variant)
+
+
+def test_verify_finds_the_same_with_and_without_threads(
+    user_env: dict[str, str], hub: HubServer, project: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """`verify` hashes in threads only above PARALLEL_BYTES (the fixtures are far below it): with the threshold
+    at 0 it fans out, and finds exactly what it finds in one thread, in the same order."""
+    from kernlock import verify as verifying
+
+    lock = _lock(project, f'"{PAGED}" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    syncing.sync(lock, [CPU_ENV, CUDA_ENV], progress=False)
+    entry, variant = _entry_variant(lock, ACTIVATION, CUDA_ENV)
+    root = syncing.variant_path(entry, variant)
+    (root / "__init__.py").write_text("tampered\n")
+    (root / "stray.py").write_text("")
+    serial = syncing.verify(lock, [CPU_ENV])
+    monkeypatch.setattr(verifying, "PARALLEL_BYTES", 0)
+    threaded = syncing.verify(lock, [CPU_ENV])
+    assert threaded == serial
+    assert len(serial.checked) == 4
+    assert {(p.variant, p.path, p.kind) for p in serial.problems} == {
+        (CUDA_ENV, "__init__.py", FileState.MISMATCH),
+        (CUDA_ENV, "stray.py", FileState.UNEXPECTED),
+    }
 
 
 # -- network faults, resume, concurrency --------------------------------------------------------------------
