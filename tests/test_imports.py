@@ -22,6 +22,8 @@ HEAVY = ("kernels", "huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2
 #: A thread pool's imports (concurrent.futures imports logging) and a file write's: what a command pays that has
 #: nothing to fetch, only a little to hash and no receipt to rewrite.
 FAN_OUT_AND_WRITE = ("concurrent.futures", "logging", "tempfile")
+#: importlib.metadata and what it imports (~15 ms): installed versions are read by kernlock.distributions.
+METADATA = ("importlib.metadata", "email", "zipfile", "csv")
 
 
 def _heavy(modules: set[str]) -> list[str]:
@@ -67,12 +69,14 @@ def test_local_commands_import_no_network_loader_or_torch(
 ):
     """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
     with the Hub unreachable, and its output is what it always was. It writes no pyproject.toml either, so it
-    reads it without tomlkit (the standard library's parser)."""
+    reads it without tomlkit (the standard library's parser). Installed versions (`env`, the environment's
+    detection) are read without importlib.metadata."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
     assert _heavy(modules) == []
     assert "tomlkit" not in modules
+    assert sorted(m for m in METADATA if m in modules) == []
 
 
 @pytest.mark.parametrize("args", [["lock", "--check"], ["env"]])
