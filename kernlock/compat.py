@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
+
+from kernlock import distributions
 
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
@@ -60,11 +61,9 @@ def legacy_loader() -> str | None:
 
 
 def installed(name: str) -> str | None:
-    """The installed version of distribution ``name``, or None."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """The installed version of distribution ``name``, or None: importlib.metadata's answer, without its imports
+    (email, zipfile: ~15 ms of `kernlock env`)."""
+    return distributions.version(name)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ class Inspection:
     root: Path  # the variant folder
     files: tuple[FileCheck, ...]
     records: dict[str, Record]  # receipt records of every file found correct
-    receipt_changed: bool
+    receipt_changed: bool  # ``records`` differ from the stored receipt's (a missing or unreadable one: {})
     present: bool  # anything of this variant (a file or a receipt) is in the cache
     extras: tuple[Extra, ...] = ()  # what the variant folder holds besides the locked files and the markers
     markers: tuple[str, ...] = ()  # kernlock's __pycache__ marker files that are missing
@@ -208,8 +208,9 @@ def inspect_variant(
     receipt_file = receipt_path(entry, variant, cache)
     blobs = blob_path(entry, variant.files[0], cache).parent  # proven inside the cache; every etag is plain hex
     extras, missing_markers = _listing(root, _layout(variant))
-    receipt = {} if full else read_receipt(receipt_file)
-    states, records, changed = [], {}, False
+    stored = read_receipt(receipt_file)  # read even with ``full``: what is found is compared with it
+    receipt = {} if full else stored
+    states, records = [], {}
     present = bool(extras) or receipt_file.exists()
     for locked in variant.files:
         # The listing proved every folder of the variant a real folder, so ``root/path`` stays in it.
@@ -219,12 +220,11 @@ def inspect_variant(
         states.append(state)
         if record is not None:
             records[locked.path] = record
-            changed = changed or record != receipt.get(locked.path)
     return Inspection(
         root=root,
         files=tuple(states),
         records=records,
-        receipt_changed=changed or full,
+        receipt_changed=records != stored,  # a receipt that already says what was found is never rewritten
         present=present,
         extras=tuple(extras),
         markers=tuple(missing_markers),

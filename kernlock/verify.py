@@ -12,6 +12,11 @@ from kernlock.variantcheck import FileState, Inspection, inspect_variant, refres
 __all__ = ["Problem", "VerifyResult", "verify"]
 
 _WORKERS = 8  # variants hashed in parallel (hashlib releases the GIL)
+#: Locked bytes (over more than one variant: a variant is one task) from which hashing fans out to threads. Below
+#: it a pool costs more than it saves: importing concurrent.futures (it imports logging) and starting threads
+#: costs ~15-20 ms, while sha256 hashes ~1 GB/s per core, so 64 MiB is ~60 ms on one core and a pool could save at
+#: most ~30 ms of it on a 2-core machine (more with more cores, where the bytes to hash are what grows).
+PARALLEL_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,7 +61,8 @@ def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None
     must be present.
 
     Returns the problems (none: all intact: every locked file matches, and no variant folder holds a file the
-    lock does not name) and refreshes the receipts (and ``__pycache__`` markers) of intact variants.
+    lock does not name) and refreshes the receipts (where they no longer say what was found) and the
+    ``__pycache__`` markers of intact variants. Variants are hashed in threads only above :data:`PARALLEL_BYTES`.
     """
     root = cache or cache_dir()
     required = {(e.repo, e.commit, v.name) for e, v in targets(lock, environments or [])}
@@ -68,10 +74,13 @@ def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None
         return inspect_variant(pair[0], pair[1], root, full=True)
 
     pairs = targets(lock, None)
-    from concurrent.futures import ThreadPoolExecutor
+    if len(pairs) > 1 and sum(f.size for _e, v in pairs for f in v.files) > PARALLEL_BYTES:
+        from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(_WORKERS) as pool:
-        inspections = list(pool.map(inspect, pairs))
+        with ThreadPoolExecutor(_WORKERS) as pool:
+            inspections = list(pool.map(inspect, pairs))
+    else:
+        inspections = [inspect(pair) for pair in pairs]
     for (entry, variant), inspection in zip(pairs, inspections, strict=True):
         if not inspection.present:
             if (entry.repo, entry.commit, variant.name) in required:

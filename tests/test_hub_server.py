@@ -524,6 +524,36 @@ def test_injected_latency_delays_only_matching_requests(server: HubServer) -> No
     assert overview.started < refs.started and overview.status == 200
 
 
+_PARALLEL_INFO = """
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(8) as pool:
+    shas = list(pool.map(lambda _: api.kernel_info("acme/relu", revision="v1").sha, range(8)))
+print(json.dumps(shas))
+"""
+
+
+@pytest.mark.parametrize("cap", [2, None], ids=["max_concurrent=2", "uncapped"])
+def test_max_concurrent_caps_what_one_client_is_served_at_once(world: World, tmp_path: Path, cap: int | None) -> None:
+    """A rate-limited Hub (issue 12): with ``max_concurrent=2``, eight parallel requests of the real client (each
+    held 0.4 s by injected latency) are never more than two at the server at once; the others wait for a slot
+    (no 429) and every one is answered. Uncapped, the same requests overlap beyond two: the count sees real
+    parallelism, so the cap is what holds it at two."""
+    with HubServer(world.root, max_concurrent=cap) as hub:
+        hub.faults.latency(0.4, match="/revision/")
+        shas = run_client(hub, tmp_path, _PARALLEL_INFO)
+        answered = [e.status for e in hub.log.snapshot() if "/revision/" in e.path]
+        concurrency = hub.concurrency
+        assert (concurrency.limit, concurrency.in_flight) == (cap, 0)
+        if cap is None:
+            assert concurrency.peak > 2 and concurrency.queued == 0
+        else:
+            assert concurrency.peak == 2 and concurrency.queued > 0
+        concurrency.clear()
+        assert (concurrency.peak, concurrency.queued) == (0, 0)
+    assert shas == [world.shas["v1"]] * 8
+    assert answered == [200] * 8
+
+
 def test_dropped_connection(server: HubServer) -> None:
     server.faults.drop(match="/refs")
     with pytest.raises((http.client.RemoteDisconnected, ConnectionError, urllib.error.URLError)):

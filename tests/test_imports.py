@@ -19,6 +19,11 @@ CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
 CACHE_MODULES = ("kernlock.cache", "kernlock.variantcheck", "kernlock.verify", "kernlock.fetch", "kernlock.sync")
 #: What a command that makes no request and loads nothing must not import (each costs tens to hundreds of ms).
 HEAVY = ("kernels", "huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2", "torch", "transformers", "filelock")
+#: A thread pool's imports (concurrent.futures imports logging) and a file write's: what a command pays that has
+#: nothing to fetch, only a little to hash and no receipt to rewrite.
+FAN_OUT_AND_WRITE = ("concurrent.futures", "logging", "tempfile")
+#: importlib.metadata and what it imports (~15 ms): installed versions are read by kernlock.distributions.
+METADATA = ("importlib.metadata", "email", "zipfile", "csv")
 
 
 def _heavy(modules: set[str]) -> list[str]:
@@ -64,12 +69,14 @@ def test_local_commands_import_no_network_loader_or_torch(
 ):
     """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
     with the Hub unreachable, and its output is what it always was. It writes no pyproject.toml either, so it
-    reads it without tomlkit (the standard library's parser)."""
+    reads it without tomlkit (the standard library's parser). Installed versions (`env`, the environment's
+    detection) are read without importlib.metadata."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
     assert _heavy(modules) == []
     assert "tomlkit" not in modules
+    assert sorted(m for m in METADATA if m in modules) == []
 
 
 @pytest.mark.parametrize("args", [["lock", "--check"], ["env"]])
@@ -98,6 +105,30 @@ def test_commands_import_only_the_cache_modules_they_use(
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert {m for m in modules if m.startswith("kernlock.")} & set(CACHE_MODULES) == needs
+
+
+@pytest.mark.parametrize("args", [["sync"], ["sync", "--frozen"], ["sync", "--locked"], ["verify"]])
+def test_commands_with_nothing_to_fetch_start_no_thread_pool(
+    args: list[str], synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """A no-op `sync` checks every variant before it would build a thread pool, and `verify` of a few small
+    variants hashes them in this thread and finds its receipts still true: none imports concurrent.futures (and
+    its logging), nor tempfile (no file is written)."""
+    done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert "kernlock.variantcheck" in modules  # it did check the cache
+    assert sorted(m for m in FAN_OUT_AND_WRITE if m in modules) == []
+
+
+def test_a_sync_with_something_to_fetch_fans_out(user_env: dict[str, str], project: Path, tmp_path: Path):
+    """The other side: a sync with a file to fetch does build its thread pools (so the test above would notice a
+    probe that saw nothing)."""
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', [CPU_ENV])
+    lock = api.lock(project).lock
+    done, modules = run_cli_imports("sync", env=user_env, cwd=project, out=tmp_path / "modules.txt")
+    assert done.returncode == 0, done.stderr
+    assert f"downloaded {lock.kernels[0].repo}" in done.stdout
+    assert {"concurrent.futures", "logging"} <= modules
 
 
 def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, str], project: Path, tmp_path: Path):

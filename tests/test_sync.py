@@ -25,6 +25,7 @@ from kernlock.errors import HubError, IntegrityError, LockError, NotSyncedError
 from kernlock.hub import Hub
 from kernlock.lockmodel import Lock
 from kernlock.testing import Catalog, HubServer
+from kernlock.variantcheck import FileState
 
 CUDA_ENV = "torch212-cxx11-cu130-x86_64-linux"
 ACTIVATION = "kernels-community/activation"
@@ -293,6 +294,73 @@ def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, 
     hub.log.clear()
     assert syncing.ensure_variant(entry, variant) == path
     assert _resolve_gets(hub) == 1
+
+
+def _receipts(lock: Lock) -> dict[str, tuple[bytes, int, int, int]]:
+    """Every synced variant's receipt: its bytes, mtime_ns, inode and ctime_ns (a rewrite changes the inode)."""
+    found = {}
+    for entry, variant in syncing.targets(lock, None):
+        path = caches.receipt_path(entry, variant)
+        st = path.stat()
+        found[f"{entry.repo} {variant.name}"] = (path.read_bytes(), st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    return found
+
+
+def test_verify_rewrites_no_receipt_that_still_holds(user_env: dict[str, str], hub: HubServer, project: Path):
+    """`verify` re-hashes every file, but a receipt that already says what it found is left as it is (not even
+    rewritten with the same bytes); a touched file gets its receipt record updated, a tampered one is reported
+    and its receipt never vouches for it."""
+    lock = _lock(project, f'"{PAGED}" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    syncing.sync(lock, [CPU_ENV, CUDA_ENV], progress=False)
+    before = _receipts(lock)
+    assert len(before) == 4  # paged-attention and activation, two environments each
+    checked = _cli("verify", "--all-environments", "--project", str(project))
+    assert checked.returncode == 0, checked.stderr
+    assert "verified 4 variants" in checked.stdout
+    assert _receipts(lock) == before
+
+    entry, variant = _entry_variant(lock, ACTIVATION)
+    key = f"{ACTIVATION} {CPU_ENV}"
+    touched = syncing.variant_path(entry, variant) / "__init__.py"
+    os.utime(touched, ns=(1, 1))  # same bytes, new stat: re-hashed, found intact, its receipt record updated
+    assert _cli("verify", "--all-environments", "--project", str(project)).returncode == 0
+    after = _receipts(lock)
+    assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in before.items() if k != key}
+    records = json.loads(after[key][0])["files"]
+    assert records["__init__.py"]["stat"] == caches.stat_key(touched.stat())
+    assert records["__init__.py"]["stat"] != json.loads(before[key][0])["files"]["__init__.py"]["stat"]
+
+    touched.write_text(touched.read_text().replace("KERNEL_IDENTITY", "KERNEL_IDENTITX", 1))  # tampered
+    tampered = _cli("verify", "--all-environments", "--project", str(project))
+    assert tampered.returncode == 1 and "__init__.py" in tampered.stderr and "mismatch" in tampered.stderr
+    assert _receipts(lock) == after  # not refreshed: the stat key it holds no longer vouches for the file
+    assert not syncing.is_synced(entry, variant)
+    with pytest.raises(IntegrityError, match=r"__init__\.py"):
+        syncing.check_variant(entry, variant)
+
+
+def test_verify_finds_the_same_with_and_without_threads(
+    user_env: dict[str, str], hub: HubServer, project: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """`verify` hashes in threads only above PARALLEL_BYTES (the fixtures are far below it): with the threshold
+    at 0 it fans out, and finds exactly what it finds in one thread, in the same order."""
+    from kernlock import verify as verifying
+
+    lock = _lock(project, f'"{PAGED}" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    syncing.sync(lock, [CPU_ENV, CUDA_ENV], progress=False)
+    entry, variant = _entry_variant(lock, ACTIVATION, CUDA_ENV)
+    root = syncing.variant_path(entry, variant)
+    (root / "__init__.py").write_text("tampered\n")
+    (root / "stray.py").write_text("")
+    serial = syncing.verify(lock, [CPU_ENV])
+    monkeypatch.setattr(verifying, "PARALLEL_BYTES", 0)
+    threaded = syncing.verify(lock, [CPU_ENV])
+    assert threaded == serial
+    assert len(serial.checked) == 4
+    assert {(p.variant, p.path, p.kind) for p in serial.problems} == {
+        (CUDA_ENV, "__init__.py", FileState.MISMATCH),
+        (CUDA_ENV, "stray.py", FileState.UNEXPECTED),
+    }
 
 
 # -- network faults, resume, concurrency --------------------------------------------------------------------

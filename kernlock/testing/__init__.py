@@ -4,9 +4,11 @@ A supported part of kernlock for users' own CI, not only kernlock's tests (docs/
 names in ``__all__`` are its public API, typed (kernlock ships ``py.typed``) and documented. The real, unmodified
 ``huggingface_hub``, ``kernels`` and ``transformers`` load from :class:`HubServer` once a child process has
 ``HF_ENDPOINT`` pointing at it (:meth:`HubServer.env`). Submodules (``kernlock.testing.server``,
-``kernlock.testing.fixtures``, ``kernlock.testing.mirror_process``) hold more, for kernlock's own tests.
+``kernlock.testing.concurrency``, ``kernlock.testing.fixtures``, ``kernlock.testing.mirror_process``) hold more, for
+kernlock's own tests.
 """
 
+from kernlock.testing.concurrency import Concurrency
 from kernlock.testing.fixtures import (
     CPU_VARIANT,
     HUB_MATRIX,
@@ -37,6 +39,7 @@ __all__ = [
     "KINDS",
     "TRANSFORMERS_FLASH_ATTN2_VERSION",
     "Catalog",
+    "Concurrency",
     "ConnectionDropped",
     "Faults",
     "HubServer",

@@ -41,6 +41,7 @@ from kernlock.hubwire import page as _page
 from kernlock.hubwire import ranged as _ranged
 from kernlock.hubwire import split_revision as _split_revision
 from kernlock.hubwire import status_line as _status_line
+from kernlock.testing.concurrency import Concurrency, gated
 
 __all__ = [
     "ConnectionDropped",
@@ -899,49 +900,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-class _Capped:
-    """A WSGI app that serves at most ``limit`` requests of one client (``REMOTE_ADDR``) at once, as a
-    rate-limited Hub does: the others wait for a slot. A slot is held until the answer's body is sent."""
-
-    def __init__(self, app: Callable[..., Iterable[bytes]], limit: int) -> None:
-        self.app = app
-        self.limit = limit
-        self._slots: dict[str, threading.BoundedSemaphore] = {}
-        self._guard = threading.Lock()
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        with self._guard:
-            slot = self._slots.setdefault(environ.get("REMOTE_ADDR", ""), threading.BoundedSemaphore(self.limit))
-        slot.acquire()
-        try:
-            body = self.app(environ, start_response)
-        except BaseException:
-            slot.release()
-            raise
-        return _Releasing(body, slot.release)
-
-
-class _Releasing:
-    """An answer's body that calls ``release`` once when the server closes it."""
-
-    def __init__(self, body: Iterable[bytes], release: Callable[[], None]) -> None:
-        self.body = body
-        self._release: Callable[[], None] | None = release
-
-    def __iter__(self) -> Any:
-        return iter(self.body)
-
-    def close(self) -> None:
-        try:
-            close = getattr(self.body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            release, self._release = self._release, None
-            if release is not None:
-                release()
-
-
 class _Server(ThreadingHTTPServer):
     """Threaded server that tracks open connections so that ``stop`` can close kept-alive ones."""
 
@@ -985,7 +943,8 @@ class HubServer:
         page_size: int = 1000,
         max_concurrent: int | None = None,
     ) -> None:
-        """``max_concurrent``: serve at most that many requests of one client at once (a rate-limited Hub)."""
+        """``max_concurrent``: serve at most that many requests of one client at once (a rate-limited Hub); the
+        others wait for a slot. ``concurrency`` records how many were served at once, capped or not."""
         self.root = Path(root)
         self.host = host
         self.port = port
@@ -993,7 +952,8 @@ class HubServer:
         self.faults = Faults()
         self.app = make_app(self.root, log=self.log, faults=self.faults, page_size=page_size)
         self.max_concurrent = max_concurrent
-        self._serve = _Capped(self.app, max_concurrent) if max_concurrent else self.app
+        self.concurrency = Concurrency(max_concurrent or None)
+        self._serve = gated(self.app, self.concurrency)
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
