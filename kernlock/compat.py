@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
 
 from kernlock import distributions
+from kernlock.values import value
 
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
@@ -66,7 +66,7 @@ def installed(name: str) -> str | None:
     return distributions.version(name)
 
 
-@dataclass(frozen=True)
+@value
 class Gate:
     """The kernels version range the installed transformers accepts, and whether kernels is in it."""
 
@@ -109,4 +109,4 @@ def transformers_gate() -> Gate | None:
         if not found:
             return None  # transformers <= 5.12 (model-type kernel repos): see legacy_loader()
         minimum, maximum = found[0][2], found[0][3]
-    return Gate(version, installed("kernels"), minimum, maximum)
+    return Gate(transformers=version, kernels=installed("kernels"), minimum=minimum, maximum=maximum)

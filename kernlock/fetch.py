@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache as memoize
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -33,6 +32,7 @@ from kernlock.cache import (
 )
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
+from kernlock.values import value
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
@@ -71,7 +71,7 @@ class FileSource(Protocol):
         """Write ``path`` at ``commit`` into ``dest``, resuming from the bytes ``dest`` already holds."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class VariantResult:
     """What sync did for one variant."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from kernlock.errors import KernlockError, LockError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
 from kernlock.lockmodel import Lock
 from kernlock.project import Project, Upgrade
-from kernlock.values import value
+from kernlock.values import replace, value
 
 if TYPE_CHECKING:
     from kernlock import sync as syncing

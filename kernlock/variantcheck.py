@@ -14,7 +14,6 @@ import importlib.machinery
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock import names
@@ -35,6 +34,7 @@ from kernlock.cache import (
 )
 from kernlock.errors import IntegrityError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
+from kernlock.values import value
 
 __all__ = [
     "Extra",
@@ -69,7 +69,7 @@ class FileState(enum.Enum):
     UNVERIFIED = "unverified"  # the receipt does not vouch for the file, and the caller asked not to hash it
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class FileCheck:
     """One locked file's state, with why it is not OK."""
 
@@ -78,7 +78,7 @@ class FileCheck:
     detail: str = ""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class Extra:
     """An entry of a variant folder that the lock does not name (``path`` "" is the variant folder itself)."""
 
@@ -88,7 +88,7 @@ class Extra:
     hidden: int = 0  # files of the folder not in ``shown``
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value
 class Inspection:
     """What :func:`inspect_variant` found of one variant."""
 

@@ -23,7 +23,7 @@ def test_a_mismatched_pair_is_reported_with_the_fix() -> None:
     assert not off.ok
     assert "silently OFF" in off.message()
     assert "pip install 'transformers==5.22.2' 'kernels==0.17.2'" in off.message()
-    assert not Gate("5.22.2", None, "0.17.2", "0.18.0").ok
+    assert not Gate(transformers="5.22.2", kernels=None, minimum="0.17.2", maximum="0.18.0").ok
 
 
 def test_env_command_shows_the_gate(tmp_path) -> None:
