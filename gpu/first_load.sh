@@ -15,8 +15,8 @@ print(f"torch {torch.__version__} ({name}), kernels {kernels.__version__}, huggi
       f"{huggingface_hub.__version__}, kernlock {kernlock.__version__}")
 PY
 cd benchmarks
-echo "\$ python benchmarks/load.py --kernels 10 --repeats 5 --environments 26 --latency 0.02"
-python3 load.py --kernels 10 --repeats 5 --environments 26 --latency 0.02 || true
+echo "\$ python benchmarks/load.py --kernels 10 --repeats 15 --environments 26 --latency 0.02"
+python3 load.py --kernels 10 --repeats 15 --environments 26 --latency 0.02 || true
 echo
 echo "\$ python benchmarks/local.py --runs 7"
 python3 local.py --runs 7 || true

@@ -91,29 +91,22 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         from kernlock import interrupt
 
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # a reader that went away (`kernlock env | head`) is found here, not at exit
+            return result
         except (interrupt.Interrupted, interrupt.Cancelled) as err:
-            _interrupted(getattr(err, "exit_code", 130))
+            from kernlock.cli_output import interrupted
+
+            interrupted(getattr(err, "exit_code", 130))
         except KernlockError as err:
             _fail(str(err))
+        except BrokenPipeError:
+            raise  # click ends the command quietly with exit 1, as a Unix tool whose reader is gone
         except OSError as err:  # the local disk: a read-only project, a full cache...
             where = f" ({err.filename})" if err.filename else ""
             _fail(f"{err.strerror or err}{where}; check the folder's permissions and free space.")
 
     return wrapper
-
-
-def _interrupted(code: int) -> None:
-    """Stop now: running downloads are abandoned (their ``.incomplete`` files resume next time), and no worker
-    thread is waited for."""
-    click.secho(
-        "interrupted: stopped before the end; nothing partial was made visible. Run the command again to resume.",
-        fg="yellow",
-        err=True,
-    )
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _fail(message: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from kernlock.verify import VerifyResult
 
 __all__ = [
+    "interrupted",
     "print_added",
     "print_bundle",
     "print_env",
@@ -262,3 +265,16 @@ def print_serving(app: MirrorApp, host: str, port: int) -> None:
         f"serving {count(len(app.catalog.repos), 'kernel')}, {count(app.catalog.file_count, 'file')} of "
         f"kernels.lock at http://{host}:{port} (set HF_ENDPOINT there; GET /health)",
     )
+
+
+def interrupted(code: int) -> None:
+    """Stop now: running downloads are abandoned (their ``.incomplete`` files resume next time), and no worker
+    thread is waited for."""
+    click.secho(
+        "interrupted: stopped before the end; nothing partial was made visible. Run the command again to resume.",
+        fg="yellow",
+        err=True,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -26,7 +26,7 @@ _SUFFIXES = (".dist-info", ".egg-info")
 #: A header line, a continuation line or a mailbox ``From `` line (email.feedparser's headerRE): anything else
 #: ends the headers, as it does for the email parser importlib.metadata uses.
 _HEADER = re.compile(r"^(From |[\041-\071\073-\176]*:|[\t ])")
-_LINE = re.compile(r"[^\n]*\n|[^\n]+$")  # lines as the email parser splits text read with universal newlines
+_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")  # lines as the email parser splits text read with universal newlines
 
 
 class _Elsewhere(Exception):

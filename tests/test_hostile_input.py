@@ -379,3 +379,23 @@ def test_under_follows_every_symlink_below_its_root(tmp_path: Path):
     for parts in (("..", "x"), ("a", "..", "..", "x"), (str(outside), "x")):
         with pytest.raises(ValueError, match="leaves"):
             names.under(root, *parts)
+
+
+@pytest.mark.parametrize("command", [["show"], ["env"], ["verify"]])
+def test_a_closed_pipe_ends_the_command_quietly(command: list[str], synced: Path, user_env: dict[str, str]):
+    """`kernlock env | head -1`: the reader is gone before kernlock writes; it stops with exit 1 and says nothing
+    (no disk-permissions advice, no traceback, no 'Exception ignored' at interpreter exit)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kernlock", *command, "--project", str(synced)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env=user_env,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (1, "")
