@@ -59,9 +59,9 @@ def _find(name: str) -> str | None:
     wanted, legacy = _normalize(name), name.lower().replace("-", "_")
     for entry in sys.path:
         children = _metadata_entries(entry)
-        for child in children.infos:
-            if _normalize(child.lower().rpartition(".")[0].partition("-")[0]) == wanted:
-                return os.path.join(entry, child)
+        child = children.by_name.get(wanted)
+        if child is not None:
+            return os.path.join(entry, child)
         if children.egg_info is not None and _egg_name(entry) == legacy:
             return os.path.join(entry, children.egg_info)
     return None
@@ -78,11 +78,15 @@ def _egg_name(entry: str) -> str:
 
 
 class _Entries:
-    """One ``sys.path`` entry's metadata entries: ``*.dist-info`` / ``*.egg-info`` in listing order, and the
-    ``EGG-INFO`` folder of an ``*.egg`` folder."""
+    """One ``sys.path`` entry's metadata entries: ``*.dist-info`` / ``*.egg-info`` by normalized distribution name
+    (the first in listing order wins, as importlib.metadata takes the first), and the ``EGG-INFO`` folder of an
+    ``*.egg`` folder."""
 
     def __init__(self, infos: tuple[str, ...], egg_info: str | None) -> None:
-        self.infos, self.egg_info = infos, egg_info
+        self.by_name: dict[str, str] = {}
+        for child in infos:
+            self.by_name.setdefault(_normalize(child.lower().rpartition(".")[0].partition("-")[0]), child)
+        self.egg_info = egg_info
 
 
 @functools.cache

@@ -571,3 +571,14 @@ def test_local_commands_do_not_import_kernels() -> None:
         "assert not {'kernels', 'huggingface_hub', 'torch'} & set(sys.modules), sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_python_fact_agrees_with_the_build_configuration():
+    """The `python` fact reads the free-threaded `t` from sys.abiflags (no sysconfig import): the same answer as
+    the build configuration gives."""
+    import sysconfig
+
+    from kernlock import facts
+
+    threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    assert facts.detect("cpu", "linux").python == f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"

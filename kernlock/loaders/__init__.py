@@ -15,6 +15,7 @@ What a locked load gets (strict/warn, revisions, verification) is decided in one
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from types import ModuleType
@@ -116,15 +117,27 @@ def _defined(package: Path, module: str, path: str, params: tuple[str, ...]) -> 
     """Whether ``module`` (``kernels.x``) defines ``path`` (``Class.method`` or ``function``) taking ``params``."""
     relative = Path(*module.split(".")[1:])
     for source in (package / relative.with_suffix(".py"), package / relative / "__init__.py"):
-        try:
-            text = source.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        found = _source_names(str(source))
+        if found is None:
             continue
-        names = path.split(".")
-        if not all(re.search(rf"^\s*(class {name}\b|(async )?def {name}\()", text, re.M) for name in names):
-            return False
-        return all(re.search(rf"\b{param}\b", text) for param in params)
+        defined, words = found
+        return all(name in defined for name in path.split(".")) and all(param in words for param in params)
     return False
+
+
+#: A class or function defined on a line of its own (``class X``, ``def x(``, ``async def x(``).
+_DEFINITION = r"^[ \t]*(?:class[ \t]+(\w+)|(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\()"
+
+
+@functools.lru_cache(maxsize=32)
+def _source_names(path: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The names a source file defines and every word in it (None: no such file); two scans, whatever is asked."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    defined = {cls or fn for cls, fn in re.findall(_DEFINITION, text, re.M)}
+    return frozenset(defined), frozenset(re.findall(r"\w+", text))
 
 
 #: The adapter (or "fallback") installed in this process.
