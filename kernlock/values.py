@@ -10,6 +10,7 @@ as a dataclass transform, so constructions are checked as they are for a datacla
 
 from __future__ import annotations
 
+import operator
 from typing import Any, ClassVar, TypeVar, cast, dataclass_transform
 
 __all__ = ["MISSING", "FrozenInstanceError", "fields", "is_value", "replace", "value"]
@@ -52,7 +53,7 @@ class _Value:
         if post is not None:
             post()
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:  # replaced per class by a C-level getter of its fields (see value())
         return tuple([getattr(self, name) for name in self._fields])
 
     def __setattr__(self, name: str, item: Any) -> None:
@@ -110,6 +111,9 @@ def value(cls: type[T] | None = None, *, order: bool = False) -> Any:
         body = {k: v for k, v in cls.__dict__.items() if k not in names and k not in ("__dict__", "__weakref__")}
         defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
         body.update(__slots__=names, _fields=names, _defaults=defaults)
+        if len(names) > 1:  # eq, hash and order compare these tuples: built in C (a lock sorts thousands of files)
+            getter = operator.attrgetter(*names)
+            body["_key"] = lambda self: getter(self)
         bases = (*(base for base in cls.__bases__ if base is not object), _Ordered if order else _Value)
         return cast("type[T]", type(cls.__name__, bases, body))
 
