@@ -119,7 +119,7 @@ def under(root: Path, *parts: str) -> Path:
     relative = Path(*parts)
     if ".." in relative.parts or relative.is_absolute():
         raise ValueError(f"{os.path.join(*parts)!r} leaves {root}")
-    real_root = os.path.realpath(root)
+    real_root = _real_root(os.fspath(root))
     inside = real_root.rstrip(os.sep) + os.sep
     here = real_root
     for part in relative.parts[:-1]:
@@ -133,3 +133,29 @@ def under(root: Path, *parts: str) -> Path:
             if here != real_root and not here.startswith(inside):
                 raise ValueError(f"{Path(root, *parts)} leaves {root} (through a symlink to {here})")
     return Path(root, *parts)
+
+
+#: root -> (device, inode, realpath) of the folders ``under`` resolved (a process uses one or two cache roots).
+_REAL_ROOTS: dict[str, tuple[int, int, str]] = {}
+
+
+def _real_root(root: str) -> str:
+    """``os.path.realpath(root)``, remembered while ``root`` and the remembered real path still name the same
+    folder (two ``stat`` calls instead of an ``lstat`` per part of the path and realpath's Python work: every kernel
+    load checks three paths)."""
+    try:
+        now = os.stat(root)
+    except OSError:
+        return os.path.realpath(root)
+    known = _REAL_ROOTS.get(root)
+    if known is not None and known[:2] == (now.st_dev, now.st_ino):
+        try:
+            again = os.stat(known[2])
+        except OSError:
+            again = None
+        if again is not None and (again.st_dev, again.st_ino) == known[:2]:
+            return known[2]
+    real = os.path.realpath(root)
+    if len(_REAL_ROOTS) < 64:
+        _REAL_ROOTS[root] = (now.st_dev, now.st_ino, real)
+    return real

@@ -399,3 +399,24 @@ def test_a_closed_pipe_ends_the_command_quietly(command: list[str], synced: Path
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (1, "")
+
+
+def test_under_notices_a_root_that_now_leads_elsewhere(tmp_path: Path):
+    """names.under remembers where its root resolves; a root symlink re-pointed between two checks (to a folder
+    whose `a` leads outside) is resolved again, so the second check still refuses the escape."""
+    first, second, outside = tmp_path / "first", tmp_path / "second", tmp_path / "outside"
+    (first / "a" / "b").mkdir(parents=True)
+    second.mkdir()
+    (outside / "b").mkdir(parents=True)
+    (second / "a").symlink_to(outside)
+    root = tmp_path / "cache"
+    root.symlink_to(first)
+    assert names.under(root, "a", "b", "f") == root / "a" / "b" / "f"
+    root.unlink()
+    root.symlink_to(second)
+    with pytest.raises(ValueError, match="through a symlink"):
+        names.under(root, "a", "b", "f")
+    root.unlink()
+    first.rename(tmp_path / "moved")  # the remembered real path is gone: resolved again
+    root.symlink_to(tmp_path / "moved")
+    assert names.under(root, "a", "b", "f") == root / "a" / "b" / "f"
