@@ -105,8 +105,9 @@ _HASH_LINE = "content-hash = "
 def content_hash(text: str) -> str:
     """``sha256:`` of the lock text without its ``content-hash`` line: any edit after kernlock wrote the file, by
     hand or by a merge, changes it."""
-    body = "\n".join(line for line in text.split("\n") if not line.startswith(_HASH_LINE))
-    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    if text.startswith(_HASH_LINE) or f"\n{_HASH_LINE}" in text:
+        text = "\n".join(line for line in text.split("\n") if not line.startswith(_HASH_LINE))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 #: Model field -> lock key, where the key is not the field's name with dashes (``variants`` -> ``[[kernel.variant]]``).
@@ -154,8 +155,11 @@ def _table(item: Any) -> dict[str, Any]:
         value = getattr(item, name)
         if value is None or (not value and default is not values.MISSING and value == default):
             continue
-        table[key] = _value(value)
+        table[key] = value if type(value) in _PLAIN else _value(value)
     return table
+
+
+_PLAIN = (str, int)  # written as they are (checked by type, not isinstance: a lock has many thousands)
 
 
 def _value(value: Any) -> Any:
@@ -164,9 +168,9 @@ def _value(value: Any) -> Any:
     if isinstance(value, (str, int)):
         return value
     if isinstance(value, (tuple, list)):
-        items = [_value(v) for v in value]
-        if items and all(isinstance(v, dict) for v in items):
-            flat = all(isinstance(x, (str, int)) for v in items for x in v.values())
+        items = [v if type(v) in _PLAIN else _value(v) for v in value]
+        if items and all(type(v) is dict for v in items):
+            flat = all(type(x) in _PLAIN for v in items for x in v.values())
             return tomlwrite.InlineTables(items) if flat else items
         return items
     if isinstance(value, dict):

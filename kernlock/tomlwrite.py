@@ -52,13 +52,21 @@ def key(name: str) -> str:
     return text
 
 
+def _plain(item: Any) -> str:
+    """A string that needs no escape, or an integer, as TOML writes it; "" for anything else."""
+    kind = type(item)
+    if kind is str:
+        return "" if _ESCAPE.search(item) else f'"{item}"'
+    return str(item) if kind is int else ""
+
+
 def value(item: Any) -> str:
     """An inline TOML value."""
     kind = type(item)
     if kind is str:
         return f'"{_ESCAPE.sub(_escape, item)}"' if _ESCAPE.search(item) else f'"{item}"'
-    if kind is dict:
-        return "{" + ", ".join([f"{key(k)} = {value(v)}" for k, v in item.items()]) + "}"
+    if kind is dict:  # an inline table (a lock has thousands): plain strings and integers written here
+        return "{" + ", ".join([f"{key(k)} = {_plain(v) or value(v)}" for k, v in item.items()]) + "}"
     if kind is int:
         return str(item)
     if kind is list:
