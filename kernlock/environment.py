@@ -15,8 +15,6 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +97,49 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
     return parsed
 
 
-@dataclass(frozen=True, order=True, kw_only=True)  # not slotted: its parse is a cached_property
 class Environment:
     """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS (its ``name``, the
     environment string), and the optional facts the loader also decides on (``extras``: GPU compute capabilities,
-    Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.facts.Facts`). Equality is by name."""
+    Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.facts.Facts`). A frozen value, equal,
+    hashed and ordered by name; its parse is made once, on first use. (Written by hand, not as a
+    :mod:`kernlock.values` value: equality leaves ``extras`` out and the parse is cached in a slot.)"""
 
+    __slots__ = ("_parsed", "extras", "name")
     name: str
-    extras: optional.Facts = field(default_factory=optional.Facts, compare=False)
+    extras: optional.Facts
+    _parsed: variant_types.ArchVariant | None
+
+    def __init__(self, *, name: str, extras: optional.Facts | None = None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "extras", optional.Facts() if extras is None else extras)
+        object.__setattr__(self, "_parsed", None)
+
+    def __setattr__(self, name: str, item: object) -> None:
+        raise values.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return self.name == other.name if type(other) is type(self) else NotImplemented
+
+    def __lt__(self, other: Environment) -> bool:
+        return self.name < other.name if type(other) is type(self) else NotImplemented
+
+    def __le__(self, other: Environment) -> bool:
+        return self.name <= other.name if type(other) is type(self) else NotImplemented
+
+    def __gt__(self, other: Environment) -> bool:
+        return self.name > other.name if type(other) is type(self) else NotImplemented
+
+    def __ge__(self, other: Environment) -> bool:
+        return self.name >= other.name if type(other) is type(self) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"Environment(name={self.name!r}, extras={self.extras!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (self.name, self.extras)
 
     @classmethod
     def parse(cls, text: str) -> Environment:
@@ -143,9 +176,13 @@ class Environment:
         data = self.extras.as_data()
         return {"name": self.name, **data} if data else self.name
 
-    @cached_property
+    @property
     def _parts(self) -> variant_types.ArchVariant:
-        return _parse_environment(self.name)
+        parsed = self._parsed
+        if parsed is None:
+            parsed = _parse_environment(self.name)
+            object.__setattr__(self, "_parsed", parsed)
+        return parsed
 
     @property
     def _framework(self) -> variant_types.Torch:
@@ -217,6 +254,11 @@ class Environment:
         """The variant the kernels loader would load on this environment, or None."""
         accepted = self.accepted_variants(names)
         return accepted[0] if accepted else None
+
+
+def _rebuild(name: str, extras: optional.Facts) -> Environment:
+    """An environment again from its name and facts (pickle and copy)."""
+    return Environment(name=name, extras=extras)
 
 
 def detect() -> Environment:

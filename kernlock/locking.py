@@ -3,11 +3,10 @@ when the lock must move), and record or drop requirements."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock import foreign, interrupt, lockfile
+from kernlock import foreign, interrupt, lockfile, values
 from kernlock import project as projects
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect
@@ -220,7 +219,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         trusted = trust or bool(old and old.trust)
         requirements[spec.repo] = Requirement(repo=spec.repo, pins=(Pin(rev=rev),), trust=trusted)
         added[spec.repo] = rev
-    candidate = replace(project, requirements=requirements)
+    candidate = values.replace(project, requirements=requirements)
     previous = None
     if project.lockfile.exists():
         try:
@@ -257,7 +256,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
             f"{', '.join(unknown)} not in [tool.kernlock.kernels] (requirements: {known}); `kernlock show` lists them."
         )
     requirements = {k: v for k, v in project.requirements.items() if k not in names}
-    candidate = replace(project, requirements=requirements)
+    candidate = values.replace(project, requirements=requirements)
     previous = lockfile.read_pins(project.lockfile) if project.lockfile.exists() else None
     new = resolve(candidate, target_environments(project), hub_client(hub), previous)
     from kernlock import pyproject_edit

@@ -11,10 +11,10 @@ kernlock's. Nothing is written unless the whole resolution succeeds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock import foreign, interrupt, lockfile, pyproject_edit
+from kernlock import foreign, interrupt, lockfile, pyproject_edit, values
 from kernlock import project as projects
 from kernlock.atomic import write_bytes_atomic
 from kernlock.environment import Environment, detect
@@ -81,7 +81,7 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
         if repo not in requirements:  # an existing [tool.kernlock.kernels] entry wins
             requirements[repo] = Requirement(repo=repo, pins=(Pin(rev=rev),), trust=trust)
             recorded[repo] = rev
-    candidate = replace(project, requirements=requirements)
+    candidate = values.replace(project, requirements=requirements)
     hub = hub or Hub()
     for repo in recorded:
         if not trust and not hub.is_trusted(repo.split("/")[0]):

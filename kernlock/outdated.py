@@ -8,7 +8,7 @@ seen before. Publisher trust is not asked here (`lock --upgrade` checks it, as e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kernlock import changes, values
@@ -95,7 +95,7 @@ def report(project: Project, lock: Lock, environments: list[Environment], hub: H
     trusted = {repo: values.replace(req, trust=True) for repo, req in project.requirements.items()}
     error = None
     try:
-        upgraded = resolve(replace(project, requirements=trusted), environments, hub, lock, Upgrade(all=True))
+        upgraded = resolve(values.replace(project, requirements=trusted), environments, hub, lock, Upgrade(all=True))
         diff = changes.diff(lock, upgraded)
     except KernlockError as err:  # e.g. a moved branch lost the build of an environment: say so, report the rest
         error, diff = str(err), changes.LockDiff()

@@ -10,7 +10,6 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -117,16 +116,17 @@ class Upgrade:
         return self.all or repo in self.kernels
 
 
-@dataclass(kw_only=True, slots=True)
+@values.value
 class Project:
-    """A project directory and its parsed [tool.kernlock] table."""
+    """A project directory and its parsed [tool.kernlock] table (a changed project is a new value:
+    ``values.replace(project, requirements=...)``)."""
 
     root: Path
-    requirements: dict[str, Requirement] = field(default_factory=dict)
+    requirements: dict[str, Requirement] = values.field(default_factory=dict)
     environments: list[Environment] | None = None
     #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
     #: the project until `kernlock import` moves them (:func:`kernlock.foreign.check_project`).
-    foreign_dependencies: dict[str, str] = field(default_factory=dict)
+    foreign_dependencies: dict[str, str] = values.field(default_factory=dict)
 
     @property
     def pyproject(self) -> Path:
@@ -174,34 +174,37 @@ def locate(root: Path | str | None) -> Path:
 def load(root: Path | str) -> Project:
     """Read ``root/pyproject.toml``; a missing file or table gives an empty project."""
     root = Path(root).resolve()
-    project = Project(root=root)
-    if not project.pyproject.exists():
-        return project
-    doc = _read_plain(project.pyproject)
-    project.foreign_dependencies = foreign.kernels_dependencies(doc, project.pyproject)
-    table = _kernlock_table(doc, project.pyproject)
+    pyproject = root / PYPROJECT
+    if not pyproject.exists():
+        return Project(root=root)
+    doc = _read_plain(pyproject)
+    foreign_dependencies = foreign.kernels_dependencies(doc, pyproject)
+    table = _kernlock_table(doc, pyproject)
     if table is None:
-        return project
+        return Project(root=root, foreign_dependencies=foreign_dependencies)
     unknown = set(table) - {"environments", "kernels"}
     if unknown:
         raise ProjectError(
-            f"{project.pyproject}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in "
+            f"{pyproject}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in "
             "[tool.kernlock]; allowed: environments, kernels."
         )
-    project.environments = _parse_environments(table.get("environments"), project.pyproject)
+    environments = _parse_environments(table.get("environments"), pyproject)
     kernels = table.get("kernels", {})
     if not isinstance(kernels, dict):
-        raise ProjectError(f"{project.pyproject}: [tool.kernlock.kernels] must be a table of repo = rev.")
+        raise ProjectError(f"{pyproject}: [tool.kernlock.kernels] must be a table of repo = rev.")
     seen: dict[str, str] = {}
-    for repo, value in kernels.items():
+    requirements: dict[str, Requirement] = {}
+    for repo, rev in kernels.items():
         twin = seen.setdefault(repo.casefold(), repo)
         if twin != repo:
             raise ProjectError(
-                f'{project.pyproject}: [tool.kernlock.kernels] names one repo twice ("{twin}" and "{repo}"; '
+                f'{pyproject}: [tool.kernlock.kernels] names one repo twice ("{twin}" and "{repo}"; '
                 "repo ids are not case-sensitive); keep one."
             )
-        project.requirements[repo] = _parse_requirement(repo, value, project.pyproject)
-    return project
+        requirements[repo] = _parse_requirement(repo, rev, pyproject)
+    return Project(
+        root=root, requirements=requirements, environments=environments, foreign_dependencies=foreign_dependencies
+    )
 
 
 def _read_plain(path: Path) -> dict[str, Any]:

@@ -11,9 +11,10 @@ as a dataclass transform, so constructions are checked as they are for a datacla
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar, cast, dataclass_transform
 
-__all__ = ["MISSING", "FrozenInstanceError", "fields", "is_value", "replace", "value"]
+__all__ = ["MISSING", "FrozenInstanceError", "field", "fields", "is_value", "replace", "value"]
 
 T = TypeVar("T")
 
@@ -31,6 +32,18 @@ class FrozenInstanceError(AttributeError):
     """A field of a value was assigned or deleted."""
 
 
+class _Factory:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def field(*, default_factory: Callable[[], T]) -> T:
+    """A default made anew for each value (``requirements: dict[str, X] = field(default_factory=dict)``)."""
+    return cast(T, _Factory(default_factory))
+
+
 class _Value:
     """The methods every value shares; ``_fields`` and ``_defaults`` are set by :func:`value`."""
 
@@ -46,6 +59,8 @@ class _Value:
                 item = self._defaults.get(name, MISSING)
                 if item is MISSING:
                     raise TypeError(f"{type(self).__name__}() missing keyword argument {name!r}")
+                if type(item) is _Factory:
+                    item = item.make()
             put(self, name, item)
         if values:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments {', '.join(map(repr, values))}")
@@ -100,7 +115,7 @@ class _Ordered(_Value):
         return self._key() >= other._key() if type(other) is type(self) else NotImplemented
 
 
-@dataclass_transform(kw_only_default=True, frozen_default=True, eq_default=True)
+@dataclass_transform(kw_only_default=True, frozen_default=True, eq_default=True, field_specifiers=(field,))
 def value(cls: type[T] | None = None, *, order: bool = False) -> Any:
     """Make ``cls`` a frozen, keyword-only, slotted value of its annotated fields (``@value`` or
     ``@value(order=True)``); a class attribute of a field's name is its default."""
@@ -121,9 +136,11 @@ def value(cls: type[T] | None = None, *, order: bool = False) -> Any:
 
 
 def fields(cls: type) -> tuple[tuple[str, Any], ...]:
-    """``(name, default)`` of each field of a value class, in declaration order (default :data:`MISSING`)."""
+    """``(name, default)`` of each field of a value class, in declaration order (default :data:`MISSING`; a
+    :func:`field` default as the value its factory makes)."""
     values = cast("type[_Value]", cls)
-    return tuple((name, values._defaults.get(name, MISSING)) for name in values._fields)
+    defaults = {name: item.make() if type(item) is _Factory else item for name, item in values._defaults.items()}
+    return tuple((name, defaults.get(name, MISSING)) for name in values._fields)
 
 
 def is_value(item: object) -> bool:

@@ -582,3 +582,23 @@ def test_python_fact_agrees_with_the_build_configuration():
 
     threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
     assert facts.detect("cpu", "linux").python == f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"
+
+
+def test_an_environment_is_a_frozen_value_equal_by_name():
+    """Equal, hashed and ordered by name (its facts left out), frozen, and the same after pickle and copy."""
+    import copy
+    import pickle
+
+    from kernlock import facts
+    from kernlock.values import FrozenInstanceError
+
+    a = Environment.parse("torch213-cxx11-cpu-x86_64-linux")
+    b = Environment(name=a.name, extras=facts.Facts(python="3.12"))
+    c = Environment.parse("torch212-cxx11-cpu-x86_64-linux")
+    assert a == b and hash(a) == hash(b) and a != c and len({a, b, c}) == 2
+    assert sorted([a, c]) == [c, a] and c < a <= b and a > c and b >= a
+    with pytest.raises(FrozenInstanceError):
+        a.name = "x"  # type: ignore[misc]
+    for again in (pickle.loads(pickle.dumps(b)), copy.deepcopy(b), copy.copy(b)):
+        assert again == b and again.extras == b.extras and again.backend == "cpu"
+    assert repr(b) == f"Environment(name={b.name!r}, extras={b.extras!r})"

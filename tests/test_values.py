@@ -76,3 +76,15 @@ def test_values_survive_pickle_and_copy():
     for again in (pickle.loads(pickle.dumps(locked)), copy.copy(locked), copy.deepcopy(locked)):
         assert again == locked and type(again) is LockedFile
     assert values.is_value(locked) and not values.is_value(DataPoint(x=1))
+
+
+@value
+class Bag:
+    items: dict[str, int] = values.field(default_factory=dict)
+
+
+def test_a_default_factory_makes_a_new_default_for_each_value():
+    first, second = Bag(), Bag()
+    first.items["a"] = 1
+    assert second.items == {} and first.items is not second.items
+    assert values.fields(Bag) == (("items", {}),)
