@@ -19,7 +19,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kernlock import facts, foreign, names, values
-from kernlock.environment import Condition, Environment
+from kernlock.conditions import Condition
+from kernlock.environment import Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
 from kernlock.lockfile import LOCK_NAME
 from kernlock.wording import noun

@@ -18,7 +18,8 @@ from kernels.variants import parse_variant, resolve_variant
 from packaging.version import Version
 
 from kernlock import variant_rule, variant_types, variants
-from kernlock.environment import Condition, Environment, detect
+from kernlock.conditions import Condition
+from kernlock.environment import Environment, detect
 from kernlock.errors import EnvironmentStringError, SpecError
 
 TORCHES = ["28", "29", "210", "211", "212", "213"]
