@@ -69,7 +69,10 @@ def _find(name: str) -> str | None:
 
 def _normalize(name: str) -> str:
     """The name as importlib.metadata compares it (PEP 503 normalization, ``-`` written ``_``)."""
-    return re.sub(r"[-_.]+", "_", name).lower()
+    name = name.lower().replace("-", "_").replace(".", "_")  # re.sub(r"[-_.]+", "_", name) by str methods: this
+    while "__" in name:  # runs once per metadata folder on sys.path
+        name = name.replace("__", "_")
+    return name
 
 
 def _egg_name(entry: str) -> str:
@@ -121,7 +124,8 @@ def _header(text: str, wanted: str) -> str | None:
     """The first ``wanted`` header's value (continuation lines included), as email's compat32 policy parses it and
     importlib.metadata's message adapter gives it."""
     value: list[str] | None = None
-    for line in _LINE.findall(text):
+    for match in _LINE.finditer(text):  # the headers only: a long description after them is never split
+        line = match.group()
         if not line.strip("\r\n") or not _HEADER.match(line):
             break  # the headers end at an empty line, or at a line that is no header
         if line[0] in " \t":

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernlock import distributions
 
@@ -92,3 +96,9 @@ def test_every_form_of_metadata_is_found_as_importlib_metadata_finds_it(tmp_path
     expected = {n: std for n, std, _mine in found}  # the forms above do reach their edge cases:
     assert expected["zeta"] is expected["xi"] is expected["nu"] is expected["lambda"] is None
     assert (expected["theta"], expected["eta"], expected["iota"], expected["kappa"]) == ("1.0 ", "8.0", "1.0", "1.0")
+
+
+@given(st.text(alphabet="aZ9-_.", max_size=12))
+def test_names_are_normalized_as_importlib_metadata_does(name: str):
+    """kernlock.distributions normalizes by str methods what importlib.metadata normalizes by re.sub."""
+    assert distributions._normalize(name) == re.sub(r"[-_.]+", "_", name).lower()

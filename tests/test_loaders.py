@@ -439,3 +439,25 @@ def test_kernlock_env_reports_an_unknown_loader_and_what_is_not_covered(runtime:
     text = _env(runtime, env=_with_kernels(runtime, site))
     assert "unknown" in text.stdout and "NOT covered get_locked_kernel / load_kernel" in text.stdout
     assert "`pip install -U kernlock`" in text.stdout
+
+
+def test_the_source_probe_reads_definitions_and_words_as_the_regular_expressions_do():
+    """`kernlock env` finds kernels' seams with str.find; on every source file of the installed kernels, for every
+    name and parameter the adapters ask about (and some it does not), the answer is the regex definition's."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("kernels")
+    assert spec is not None and spec.submodule_search_locations
+    sources = sorted(Path(next(iter(spec.submodule_search_locations))).rglob("*.py"))
+    asked = {part for adapter in loaders._adapters() for _, path, _ in adapter.SEAMS for part in path.split(".")}
+    params = {p for adapter in loaders._adapters() for _, _, ps in adapter.SEAMS for p in ps}
+    names = asked | params | {"resolve", "get_kernel", "kernel", "Kernel", "load", "_", "x"}
+    for source in sources:
+        text = source.read_text(encoding="utf-8")
+        for name in names:
+            definition = re.search(rf"^\s*(class {name}\b|(async )?def {name}\()", text, re.M) is not None
+            assert loaders._defines(text, name) == definition, (source, name)
+            assert loaders._has_word(text, name) == (re.search(rf"\b{name}\b", text) is not None), (source, name)
+    assert len(sources) > 10 and any(loaders._defines(s.read_text(), "get_kernel") for s in sources)

@@ -16,7 +16,6 @@ What a locked load gets (strict/warn, revisions, verification) is decided in one
 from __future__ import annotations
 
 import functools
-import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
@@ -117,27 +116,49 @@ def _defined(package: Path, module: str, path: str, params: tuple[str, ...]) -> 
     """Whether ``module`` (``kernels.x``) defines ``path`` (``Class.method`` or ``function``) taking ``params``."""
     relative = Path(*module.split(".")[1:])
     for source in (package / relative.with_suffix(".py"), package / relative / "__init__.py"):
-        found = _source_names(str(source))
-        if found is None:
+        text = _source(str(source))
+        if text is None:
             continue
-        defined, words = found
-        return all(name in defined for name in path.split(".")) and all(param in words for param in params)
+        return all(_defines(text, name) for name in path.split(".")) and all(_has_word(text, p) for p in params)
     return False
 
 
-#: A class or function defined on a line of its own (``class X``, ``def x(``, ``async def x(``).
-_DEFINITION = r"^[ \t]*(?:class[ \t]+(\w+)|(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\()"
-
-
 @functools.lru_cache(maxsize=32)
-def _source_names(path: str) -> tuple[frozenset[str], frozenset[str]] | None:
-    """The names a source file defines and every word in it (None: no such file); two scans, whatever is asked."""
+def _source(path: str) -> str | None:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    defined = {cls or fn for cls, fn in re.findall(_DEFINITION, text, re.M)}
-    return frozenset(defined), frozenset(re.findall(r"\w+", text))
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _has_word(text: str, word: str) -> bool:
+    """Whether ``text`` holds ``word`` as a whole word (regex ``\\bword\\b``, by ``str.find``: no pattern to
+    compile for each of the seams' names and parameters)."""
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if (at == 0 or not _is_word_char(text[at - 1])) and (end == len(text) or not _is_word_char(text[end])):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
+def _defines(text: str, name: str) -> bool:
+    """Whether a line of ``text`` starts (after indentation) with ``class name`` or ``[async ]def name(``."""
+    for form in (f"class {name}", f"def {name}("):
+        at = text.find(form)
+        while at >= 0:
+            head = text[text.rfind("\n", 0, at) + 1 : at].strip()
+            end = at + len(form)
+            whole = form.endswith("(") or end == len(text) or not _is_word_char(text[end])
+            if whole and (head == "" or (head == "async" and form.startswith("def"))):
+                return True
+            at = text.find(form, at + 1)
+    return False
 
 
 #: The adapter (or "fallback") installed in this process.
