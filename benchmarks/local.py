@@ -96,9 +96,10 @@ def _run(args: argparse.Namespace, work: Path) -> int:
                 raise SystemExit(f"{name} failed:\n{done.stderr.decode()[-2000:]}")
     medians = {name: statistics.median(values) for name, values in times.items()}
     floor, click = medians["python -c pass"], medians['python -c "import click"']
+    how = "`python -m kernlock`" if KERNLOCK[0] == "-m" else "its console script"
     print(
         f"{args.kernels} kernels x {len(envs)} environments, whole processes, median of {args.runs} interleaved "
-        f"runs, bytecode compiled; kernlock run as `python {' '.join(KERNLOCK).replace(sys.prefix, '$VENV')}`"
+        f"runs, bytecode compiled; kernlock run as {how}"
     )
     print(f"{'command':34}{'median ms':>10}{'vs click':>10}{'vs pass':>10}")
     for name, _ in COMMANDS:
