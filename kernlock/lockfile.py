@@ -168,7 +168,7 @@ def _value(value: Any) -> Any:
     if isinstance(value, (str, int)):
         return value
     if isinstance(value, (tuple, list)):
-        items = [v if type(v) in _PLAIN else _value(v) for v in value]
+        items = [v if type(v) in _PLAIN else _table(v) if values.is_value(v) else _value(v) for v in value]
         if items and all(type(v) is dict for v in items):
             flat = all(type(x) in _PLAIN for v in items for x in v.values())
             return tomlwrite.InlineTables(items) if flat else items

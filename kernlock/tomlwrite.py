@@ -52,21 +52,23 @@ def key(name: str) -> str:
     return text
 
 
-def _plain(item: Any) -> str:
-    """A string that needs no escape, or an integer, as TOML writes it; "" for anything else."""
-    kind = type(item)
-    if kind is str:
-        return "" if _ESCAPE.search(item) else f'"{item}"'
-    return str(item) if kind is int else ""
-
-
 def value(item: Any) -> str:
     """An inline TOML value."""
     kind = type(item)
     if kind is str:
         return f'"{_ESCAPE.sub(_escape, item)}"' if _ESCAPE.search(item) else f'"{item}"'
-    if kind is dict:  # an inline table (a lock has thousands): plain strings and integers written here
-        return "{" + ", ".join([f"{key(k)} = {_plain(v) or value(v)}" for k, v in item.items()]) + "}"
+    if kind is dict:  # an inline table (a lock has thousands): plain strings and integers written right here
+        parts = []
+        for name, entry in item.items():
+            text = _KEY_TEXT.get(name) or key(name)
+            kind = type(entry)
+            if kind is str and not _ESCAPE.search(entry):
+                parts.append(f'{text} = "{entry}"')
+            elif kind is int:
+                parts.append(f"{text} = {entry}")
+            else:
+                parts.append(f"{text} = {value(entry)}")
+        return "{" + ", ".join(parts) + "}"
     if kind is int:
         return str(item)
     if kind is list:
