@@ -57,6 +57,7 @@ __all__ = [
 LARGE_FILE = 8 * 1024 * 1024  # files at least this big get a progress bar
 FILE_WORKERS = 8
 T = TypeVar("T")
+K = TypeVar("K")
 
 
 class FileSource(Protocol):
@@ -236,7 +237,7 @@ def fetch_variant(
     )
 
 
-def gather(futures: dict[str, Future[T]]) -> dict[str, T]:
+def gather(futures: dict[K, Future[T]]) -> dict[K, T]:
     """Every future's result. On the first failure, what has not started is cancelled and what runs is waited for
     (so no task outlives the call), then the failure is raised; an interrupt propagates at once."""
     from concurrent.futures import FIRST_EXCEPTION, wait

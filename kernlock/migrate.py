@@ -21,9 +21,9 @@ from kernlock.environment import Environment, detect
 from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.foreign import ForeignPin
 from kernlock.hub import Hub
-from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
+from kernlock.lockmodel import Lock, LockedKernel
 from kernlock.project import Pin, Project, Requirement
-from kernlock.resolver import resolve
+from kernlock.resolver import locked_variants, resolve
 
 __all__ = ["ImportResult", "Outcome", "import_project"]
 
@@ -146,14 +146,8 @@ def _seed(
         if missing and (pin.repo in direct or len(missing) == len(chosen)):
             why[pin] = f"commit {pin.commit[:12]} has no build for {', '.join(missing)}"
             continue
-        by_variant: dict[str, list[str]] = {}
-        for env, name in chosen.items():
-            if name is not None:
-                by_variant.setdefault(name, []).append(str(env))
-        variants = tuple(
-            LockedVariant(name=name, environments=tuple(envs), files=tree[name]) for name, envs in by_variant.items()
-        )
-        covered = tuple(env for envs in by_variant.values() for env in envs)
+        variants = locked_variants(chosen, tree)
+        covered = tuple(env for variant in variants for env in variant.environments)
         entries.append(
             LockedKernel(
                 repo=pin.repo,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_WORKERS",
     "latest_version",
+    "locked_variants",
     "resolve",
 ]
 
@@ -97,6 +98,20 @@ def resolve(
     return normalized(lock)
 
 
+def locked_variants(
+    chosen: dict[Environment, str | None], tree: dict[str, tuple[LockedFile, ...]]
+) -> tuple[LockedVariant, ...]:
+    """The variants ``chosen`` names (environment -> variant, None: no build), each with the environments that
+    load it (in ``chosen``'s order) and its files from the build ``tree``."""
+    by_variant: dict[str, list[str]] = {}
+    for env, name in chosen.items():
+        if name is not None:
+            by_variant.setdefault(name, []).append(str(env))
+    return tuple(
+        LockedVariant(name=name, environments=tuple(envs), files=tree[name]) for name, envs in by_variant.items()
+    )
+
+
 def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
     org = task.repo.split("/")[0]
     if not task.trusted_by_user and not hub.is_trusted(org):  # also for kept pins: `trust` may have been removed
@@ -121,20 +136,13 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     refused = _refusals(hub, task.repo, commit, tree, chosen)
     if refused:
         raise ResolutionError(_no_build_message(task, commit, refused, tree, hub))
-    variants = []
-    by_variant: dict[str, list[str]] = {}
-    for env, name in chosen.items():
-        assert name is not None  # an environment without a build is among the refusals above
-        by_variant.setdefault(name, []).append(str(env))
-    for name, envs in by_variant.items():
-        variants.append(LockedVariant(name=name, environments=tuple(envs), files=tree[name]))
     entry = LockedKernel(
         repo=task.repo,
         requested=task.rev,
         ref=ref,
         commit=commit,
         environments=tuple(str(e) for e in task.environments),
-        variants=tuple(variants),
+        variants=locked_variants(chosen, tree),  # every environment has a build: the refusals were raised above
         required_by=tuple(task.required_by),
     )
     deps = _dependencies(task, commit, chosen, tree, hub)

@@ -129,8 +129,8 @@ def _sync_online(
         if todo:
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
-                futures = {str(i): variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar) for i in todo}
-                results.update((int(i), result) for i, result in gather(futures).items())
+                futures = {i: variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar) for i in todo}
+                results.update(gather(futures))
     except OSError as err:
         raise cache_error(cache, err) from err
     return [results[i] for i in range(len(pairs))]

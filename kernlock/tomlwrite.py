@@ -61,10 +61,10 @@ def value(item: Any) -> str:
         parts = []
         for name, entry in item.items():
             text = _KEY_TEXT.get(name) or key(name)
-            kind = type(entry)
-            if kind is str and not _ESCAPE.search(entry):
+            entry_kind = type(entry)
+            if entry_kind is str and not _ESCAPE.search(entry):
                 parts.append(f'{text} = "{entry}"')
-            elif kind is int:
+            elif entry_kind is int:
                 parts.append(f"{text} = {entry}")
             else:
                 parts.append(f"{text} = {value(entry)}")
