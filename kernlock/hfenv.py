@@ -7,11 +7,13 @@ derived from the environment the same way, so a command that makes no request ne
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 from pathlib import Path
 
-__all__ = ["cache_root", "hub_cache", "offline", "repo_folder"]
+__all__ = ["cache_root", "hub_cache", "offline", "private", "repo_folder"]
 
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
@@ -49,3 +51,41 @@ def cache_root() -> Path:
         return Path(os.environ["KERNLOCK_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "kernlock"
+
+
+def private(folder: Path | str, *, create: bool = False) -> bool:
+    """Whether only this user (or root) can change what ``folder`` holds: it and every folder above it, symlinks
+    resolved, belong to the user or root and are writable by no group or other user (above it, a sticky folder such
+    as /tmp is fine: others cannot move what is ours there). What kernlock's own cache holds (the lock index, Hub
+    answers, ``kernlock run``'s sitecustomize) steers what is loaded, so it is used only from such a folder: anyone
+    else who could write there could forge it. ``create``: make what is missing first, with mode 0700."""
+    if not hasattr(os, "geteuid"):  # Windows: access is ACLs, not mode bits
+        return True
+    try:
+        if create:
+            _make_private(os.path.abspath(folder))
+        path = os.path.realpath(folder)
+        owners = (os.geteuid(), 0)
+        leaf = True
+        while True:
+            found = os.stat(path)
+            shared = found.st_mode & 0o022 and (leaf or not found.st_mode & stat.S_ISVTX)
+            if found.st_uid not in owners or shared or not stat.S_ISDIR(found.st_mode):
+                return False
+            parent, leaf = os.path.dirname(path), False
+            if parent == path:
+                return True
+            path = parent
+    except OSError:
+        return False
+
+
+def _make_private(folder: str) -> None:
+    """Create ``folder`` and any missing folder above it with mode 0700 (os.makedirs gives a mode to the last)."""
+    missing = []
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)

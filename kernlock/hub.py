@@ -22,7 +22,7 @@ from kernlock import names
 from kernlock.atomic import write_bytes_atomic
 from kernlock.cache import unwritable
 from kernlock.errors import IntegrityError, KernlockError, NotFoundError, UnknownRevisionError
-from kernlock.hfenv import cache_root
+from kernlock.hfenv import cache_root, private
 from kernlock.hubanswers import (
     MAX_LISTING,
     MAX_READ,
@@ -67,6 +67,7 @@ class Hub:
         self.session = HubSession(endpoint, token, retries, backoff)
         self.endpoint = self.session.endpoint
         self.cache_dir = cache_dir or cache_root() / "hub"
+        self._cache_private: bool | None = None  # asked once, on the first cached answer
         self._trust: dict[str, tuple[bool, Any]] = {}
         self._refs: dict[str, tuple[bool, Any]] = {}
         self._blobs: dict[str, tuple[bool, Any]] = {}
@@ -269,7 +270,12 @@ class Hub:
 
     def _cache_path(self, repo: str, commit: str, *parts: str) -> Path | None:
         """``{cache}/{org}--{name}/{commit}/{parts}`` from validated parts, proven to stay under the cache; None
-        when it would not (a symlink planted in the cache): the answer is then fetched and not cached."""
+        when it would not (a symlink planted in the cache) or when others could write the cache (they could forge
+        an answer there, see :func:`kernlock.hfenv.private`): the answer is then fetched and not cached."""
+        if self._cache_private is None:
+            self._cache_private = private(self.cache_dir, create=True)
+        if not self._cache_private:
+            return None
         try:
             return names.under(self.cache_dir, repo.replace("/", "--"), commit, *parts)
         except ValueError:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernlock import lockfile
 from kernlock.errors import LockError
+from kernlock.hfenv import cache_root, private
 from kernlock.lockmodel import LockedKernel
 from kernlock.values import replace
 
@@ -74,8 +75,6 @@ def read(path: str, environment: str) -> LockView:
 
 
 def _index_path(path: str, environment: str) -> str:
-    from kernlock.hfenv import cache_root
-
     digest = hashlib.sha256(f"{os.path.abspath(path)}\0{environment}".encode()).hexdigest()[:32]
     return os.path.join(cache_root(), "lock-index", f"{digest}.json")
 
@@ -95,7 +94,7 @@ def _content_hash(path: str) -> str | None:
 
 def _load(index: str, path: str, environment: str, key: list[int], recorded: str | None) -> LockView | None:
     """The view the index holds, when it was made from exactly this lock for this environment."""
-    if recorded is None:
+    if recorded is None or not private(os.path.dirname(index)):
         return None
     try:
         with open(index, encoding="utf-8") as handle:
@@ -129,5 +128,7 @@ def _save(index: str, path: str, environment: str, key: list[int], recorded: str
         "repos": list(view.repos),
         "kernel": [lockfile.entry_table(entry) for entry in view._entries.values()],
     }
+    if not private(os.path.dirname(index), create=True):
+        return  # a folder others can write: an index there could be forged, so none is kept
     with contextlib.suppress(OSError):
         write_text_atomic(Path(index), json.dumps(data, separators=(",", ":")))

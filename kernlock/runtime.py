@@ -231,10 +231,16 @@ def _site_dir() -> str:
     import hashlib
 
     from kernlock.atomic import write_text_atomic
-    from kernlock.hfenv import cache_root
+    from kernlock.hfenv import cache_root, private
 
     digest = hashlib.sha256(SITECUSTOMIZE.encode()).hexdigest()[:16]
     folder = cache_root() / "run" / digest
+    if not private(folder.parent, create=True):
+        raise _error(
+            f"cannot keep `kernlock run`'s sitecustomize.py in {folder.parent}: it cannot be created, or it is not "
+            "this user's alone (another user owns it, or a group or others can write it, and the program would run "
+            "code from it). Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` it and the folder above."
+        )
     target = folder / "sitecustomize.py"
     if not target.is_file() or target.read_text() != SITECUSTOMIZE:
         write_text_atomic(target, SITECUSTOMIZE)

@@ -10,10 +10,11 @@ import sys
 import textwrap
 import uuid
 from dataclasses import dataclass
-from os import environ
+from os import chown, environ, geteuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from packaging.version import Version
 
 from kernlock import variant_types, variants
@@ -410,3 +411,10 @@ def random_metadata(rng: random.Random, variant: variant_types.Variant) -> dict:
     if minver := rng.choice(DIFF_MINVERS):
         metadata["kernels-minver"] = minver
     return metadata
+
+
+def give_away(path: Path) -> None:
+    """Make ``path`` another user's (uid 4242); skips the test where only root could do that."""
+    if geteuid() != 0:
+        pytest.skip("only root can hand a folder to another user")
+    chown(path, 4242, -1)

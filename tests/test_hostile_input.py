@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
 
-from kernlock import api, lockfile, names
+from kernlock import api, hfenv, lockfile, names
 from kernlock.cli import main
 from kernlock.errors import LockError
 from kernlock.testing import Catalog, HubServer
@@ -420,3 +420,35 @@ def test_under_notices_a_root_that_now_leads_elsewhere(tmp_path: Path):
     first.rename(tmp_path / "moved")  # the remembered real path is gone: resolved again
     root.symlink_to(tmp_path / "moved")
     assert names.under(root, "a", "b", "f") == root / "a" / "b" / "f"
+
+
+# -- kernlock's own cache is trusted only when it is the user's alone ------------------------------------------
+
+
+def test_a_private_folder_is_one_only_the_user_can_change(tmp_path: Path):
+    """hfenv.private: the folder and every folder above it (symlinks resolved) belong to the user or root and are
+    writable by nobody else; above it, a sticky folder such as /tmp is fine. ``create`` makes missing ones 0700."""
+    mine = tmp_path / "a" / "b"
+    assert not hfenv.private(mine)  # missing
+    assert hfenv.private(mine, create=True)
+    assert all((p.stat().st_mode & 0o777) == 0o700 for p in (tmp_path / "a", mine))
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert hfenv.private(sticky / "kernlock", create=True)
+    sticky.chmod(0o777)  # without the sticky bit, others could move our folder away and put theirs in its place
+    assert not hfenv.private(sticky / "kernlock")
+    (tmp_path / "a").chmod(0o770)
+    assert not hfenv.private(mine)
+    (tmp_path / "a").chmod(0o700)
+    if os.geteuid() == 0:  # only root can hand a folder to another user
+        os.chown(mine, 4242, -1)
+        assert not hfenv.private(mine)
+        os.chown(mine, 0, -1)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    (tmp_path / "link").symlink_to(shared)
+    assert not hfenv.private(tmp_path / "link")  # judged where the link leads
+    (tmp_path / "file").write_text("")
+    assert not hfenv.private(tmp_path / "file")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, run_cli, write_pyproject
+from helpers import CPU_ENV, give_away, run_cli, write_pyproject
 
 from kernlock import cache as caches
 from kernlock import interrupt, lockfile
@@ -277,6 +277,33 @@ def test_poisoned_kernlock_cache_is_fetched_again(hub: HubServer, user_env: dict
     metadata.write_bytes(b"{" * (MAX_READ + 1))  # larger than any answer read_file accepts
     _relock_asks_tree_and_metadata_once(project, user_env, hub, good)
     assert json.loads(tree.read_text())[CPU_ENV][0][0] != "../../../escaped.py"  # the cache is repaired
+
+
+@pytest.mark.parametrize("unsafe", ["group-writable", "another user's"])
+def test_an_answer_cache_others_could_write_is_not_trusted(
+    hub: HubServer, user_env: dict[str, str], project: Path, unsafe: str
+):
+    """A forged build tree that passes every check (another file hash) steers the lock when it sits in the user's
+    own cache, which only the user can write; in a cache folder others can write it is never read."""
+    write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])
+    assert _lock(project, user_env).returncode == 0
+    good = (project / "kernels.lock").read_text()
+    (entry,) = lockfile.read(project / "kernels.lock").kernels
+    cache = Path(user_env["KERNLOCK_CACHE"]) / "hub"
+    tree = cache / "kernels-community--activation" / entry.commit / "build-tree.json"
+    data = json.loads(tree.read_text())
+    forged = "sha256:" + "0" * 64
+    data[CPU_ENV][0][2] = forged
+    tree.write_text(json.dumps(data))
+    (project / "kernels.lock").unlink()
+    assert _lock(project, user_env).returncode == 0
+    assert forged in (project / "kernels.lock").read_text()  # the forgery works where it can be written
+    if unsafe == "group-writable":
+        cache.chmod(0o775)
+    else:
+        give_away(cache)
+    _relock_asks_tree_and_metadata_once(project, user_env, hub, good)
+    assert forged in tree.read_text()  # and nothing is written there either
 
 
 def _relock_asks_tree_and_metadata_once(project: Path, user_env: dict[str, str], hub: HubServer, good: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import tomlkit
-from helpers import CPU_ENV, write_pyproject
+from helpers import CPU_ENV, give_away, write_pyproject
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_fuzz import valid_locks
@@ -310,6 +310,31 @@ def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str,
     after = _first_load(project, user_env)
     assert (project / "kernels.lock").stat().st_size in after["parsed"]
     assert after["identity"]["version"] == 2
+
+
+@pytest.mark.parametrize("unsafe", ["group-writable", "another user's", "cache root group-writable"])
+def test_an_index_others_could_write_is_not_trusted(locked_two_ways: Path, user_env: dict[str, str], unsafe: str):
+    """A forged index that passes every check (here: the CUDA machine's commit for this machine) is what the next
+    process loads when it sits in the user's own cache, which only the user can write; in a folder others can
+    write, it is never read (the entry comes from the lock) and no index is written there."""
+    lock_path = str(locked_two_ways / "kernels.lock")
+    lock = lockfile.read(Path(lock_path))
+    commits = {k.requested: k.commit for k in lock.kernels}
+    assert lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV).commit == commits["v1"]
+    root = Path(user_env["KERNLOCK_CACHE"])
+    (index,) = (root / "lock-index").iterdir()
+    data = json.loads(index.read_text())
+    data["kernel"][0]["commit"] = commits["v2"]
+    index.write_text(json.dumps(data))
+    assert lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV).commit == commits["v2"]
+    if unsafe == "group-writable":
+        (root / "lock-index").chmod(0o775)
+    elif unsafe == "another user's":
+        give_away(root / "lock-index")
+    else:
+        root.chmod(0o777)
+    assert lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV).commit == commits["v1"]
+    assert json.loads(index.read_text())["kernel"][0]["commit"] == commits["v2"]  # not rewritten there either
 
 
 def test_a_damaged_index_is_ignored(locked_two_ways: Path, user_env: dict[str, str]):

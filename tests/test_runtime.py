@@ -410,6 +410,21 @@ def test_kernlock_run_checks_the_lock_before_starting(rt: Runtime, tmp_path: Pat
     assert "no kernels.lock in" in child.stderr and "`kernlock lock`" in child.stderr
 
 
+def test_kernlock_run_refuses_a_cache_others_can_write(rt: Runtime, tmp_path: Path):
+    """`kernlock run` puts a sitecustomize.py from kernlock's cache on the program's path: in a folder anyone can
+    write, someone else could swap it for their code, so the program is not started and the error names the fix."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    child = rt.run_argv(
+        [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", "print('ran')"],
+        env={"KERNLOCK_CACHE": str(shared / "kernlock")},
+    )
+    assert child.returncode == 1 and "ran" not in child.stdout
+    assert "is not this user's alone" in child.stderr and "KERNLOCK_CACHE" in child.stderr
+    assert not (shared / "kernlock" / "run").exists() or not any((shared / "kernlock" / "run").rglob("*.py"))
+
+
 # -- activation itself -------------------------------------------------------------------------------------------
 
 
