@@ -9,8 +9,12 @@ The layout is the standard huggingface_hub cache, so that the kernels library fi
                                                       an empty FILE in every folder holding a locked .py file:
                                                       Python can neither read nor write bytecode there
         refs/<ref>                                    the locked commit of each branch/tag the lock names
-        kernlock-receipts/<commit>/<variant>.json     per file: (size, mtime_ns, inode, ctime_ns) -> verified hash
     {cache}/.locks/kernels--{org}--{name}/<etag>.lock the blob locks huggingface_hub itself takes
+
+and the receipts, per file (size, mtime_ns, inode, ctime_ns) -> verified hash, in kernlock's own cache (which only
+the user can write, :func:`kernlock.hfenv.private`; the kernel cache may be shared)::
+
+    {kernlock cache}/receipts/<key of the kernel cache>/kernels--{org}--{name}/<commit>/<variant>.json
 
 Every path is built with :func:`kernlock.names.under`, so no symlink in the cache can lead a write (or a load)
 outside it. The receipt lets run-time activation check a variant with a few ``stat`` calls and one listing of
@@ -55,7 +59,7 @@ __all__ = [
 ]
 
 RECEIPT_VERSION = 2  # 2: the stat key has st_ctime_ns (older receipts are ignored: a re-hash, not a download)
-RECEIPTS = "kernlock-receipts"
+RECEIPTS = "receipts"
 _CHUNK = 1024 * 1024
 _MAX_RECEIPT = 16 * 1024 * 1024
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -100,10 +104,21 @@ def variant_path(entry: LockedKernel, variant: LockedVariant, cache: Path | None
     return under(cache, hfenv.repo_folder(entry.repo), "snapshots", entry.commit, "build", variant.name)
 
 
-def receipt_path(entry: LockedKernel, variant: LockedVariant, cache: Path | None = None) -> Path:
-    """``{cache}/kernels--{org}--{name}/kernlock-receipts/{commit}/{variant}.json``."""
-    cache = cache or cache_dir()
-    return under(cache, hfenv.repo_folder(entry.repo), RECEIPTS, entry.commit, f"{variant.name}.json")
+def receipt_path(
+    entry: LockedKernel, variant: LockedVariant, cache: Path | None = None, *, create: bool = False
+) -> Path | None:
+    """``{kernlock cache}/receipts/<key>/kernels--{org}--{name}/{commit}/{variant}.json``, ``key`` naming the kernel
+    cache. A receipt vouches for files without hashing them, so it lives where only the user can write: one in a
+    shared kernel cache could vouch for a swapped file. None when kernlock's cache is not the user's alone
+    (:func:`kernlock.hfenv.private`; ``create``: make it first): every check then hashes."""
+    root = hfenv.cache_root() / RECEIPTS
+    if not hfenv.private(root, create=create):
+        return None
+    key = hashlib.sha256(os.fsencode(os.path.abspath(cache or cache_dir()))).hexdigest()[:16]
+    try:
+        return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}.json")
+    except ValueError:  # a symlink the user planted in their own cache: no receipt, every file is hashed
+        return None
 
 
 def blob_path(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:
@@ -209,7 +224,9 @@ def write_receipt(
         "variant": variant.name,
         "files": {path: records[path] for path in sorted(records)},
     }
-    path = receipt_path(entry, variant, cache)
+    path = receipt_path(entry, variant, cache, create=True)
+    if path is None:
+        return  # kernlock's cache is not the user's alone: loads hash instead
     try:
         unlink_symlink(path)
         write_bytes_atomic(path, json.dumps(data, indent=1).encode())

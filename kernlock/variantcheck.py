@@ -208,10 +208,10 @@ def inspect_variant(
     receipt_file = receipt_path(entry, variant, cache)
     blobs = blob_path(entry, variant.files[0], cache).parent  # proven inside the cache; every etag is plain hex
     extras, missing_markers = _listing(root, _layout(variant))
-    stored = read_receipt(receipt_file)  # read even with ``full``: what is found is compared with it
+    stored = read_receipt(receipt_file) if receipt_file else {}  # even with ``full``: compared with what is found
     receipt = {} if full else stored
     states, records = [], {}
-    present = bool(extras) or receipt_file.exists()
+    present = bool(extras) or bool(stored)
     for locked in variant.files:
         # The listing proved every folder of the variant a real folder, so ``root/path`` stays in it.
         link = root.joinpath(*locked.path.split("/"))

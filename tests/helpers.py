@@ -418,3 +418,20 @@ def give_away(path: Path) -> None:
     if geteuid() != 0:
         pytest.skip("only root can hand a folder to another user")
     chown(path, 4242, -1)
+
+
+def receipt_file(entry: LockedKernel, variant: Any, cache: Path | None = None) -> Path:
+    """Where the receipt of ``variant`` is kept (kernlock's cache in the tests is the user's alone)."""
+    from kernlock import cache as caches
+
+    path = caches.receipt_path(entry, variant, cache)
+    assert path is not None, "kernlock's cache is not private"
+    return path
+
+
+def has_receipt(entry: LockedKernel, variant: Any, cache: Path | None = None) -> bool:
+    """Whether a receipt vouches for ``variant`` (none before a sync, none after a failed one)."""
+    from kernlock import cache as caches
+
+    path = caches.receipt_path(entry, variant, cache)
+    return path is not None and path.exists()

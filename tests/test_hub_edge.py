@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, give_away, run_cli, write_pyproject
+from helpers import CPU_ENV, give_away, has_receipt, run_cli, write_pyproject
 
 from kernlock import cache as caches
 from kernlock import interrupt, lockfile
@@ -534,7 +534,7 @@ def test_wrong_file_is_refused_and_removed(
     blobs = caches.repo_folder(ACTIVATION, cache) / "blobs"
     assert not (blobs / so.digest).exists()
     assert sorted(p.name for p in blobs.glob("*.incomplete")) == []
-    assert not caches.receipt_path(entry, variant, cache).exists()
+    assert not has_receipt(entry, variant, cache)
 
     hub.faults.clear()
     again = _sync(project, user_env)

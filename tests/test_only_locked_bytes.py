@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, run_cli, write_pyproject
+from helpers import CPU_ENV, receipt_file, run_cli, write_pyproject
 
 from kernlock import api
 from kernlock import cache as caches
@@ -284,10 +284,39 @@ def test_rewrite_with_restored_mtime_is_caught_by_the_receipt(synced: Project):
     p.assert_loaded(p.load())
 
 
+@pytest.mark.parametrize("forged", ["in the shared kernel cache", "in a group-writable kernlock cache"])
+def test_a_swapped_file_with_a_forged_receipt_is_refused(synced: Project, forged: str):
+    """Someone who can write a shared kernel cache swaps a file and writes a receipt that vouches for its new stat.
+    Receipts live in kernlock's own cache, which only the user can write: one in the kernel cache (where receipts
+    used to be) vouches for nothing, and one in a kernlock cache others can write is never read. The load hashes
+    the file and refuses it."""
+    p = synced
+    receipt = receipt_file(p.entry, p.variant, p.cache)
+    assert p.cache not in receipt.parents
+    blob = (p.root / "__init__.py").resolve()
+    text = blob.read_text()
+    blob.write_text(text.replace("\n", "\nimport os; open(os.environ['KL_MARKER'], 'w')\n", 1))
+    data = json.loads(receipt.read_text())
+    data["files"]["__init__.py"] = {
+        "hash": data["files"]["__init__.py"]["hash"],
+        "stat": caches.stat_key(blob.stat()),
+    }
+    if forged == "in the shared kernel cache":
+        old = p.cache / f"kernels--{ACTIVATION.replace('/', '--')}" / "kernlock-receipts" / p.entry.commit
+        old.mkdir(parents=True)
+        (old / f"{p.variant.name}.json").write_text(json.dumps(data))
+        receipt.unlink()
+    else:
+        receipt.write_text(json.dumps(data))
+        receipt.parents[3].chmod(0o775)  # {kernlock cache}/receipts
+    assert not syncing.is_synced(p.entry, p.variant, p.cache)
+    assert "does not match kernels.lock" in p.assert_refused(p.load(), "__init__.py")
+
+
 # -- (e) no symlink leads a write (or a load) out of the cache -----------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["snapshots/{commit}", "blobs", "refs", "kernlock-receipts", ".locks"])
+@pytest.mark.parametrize("where", ["snapshots/{commit}", "blobs", "refs", ".locks"])
 def test_a_symlink_out_of_the_cache_is_refused_and_nothing_is_written_outside(locked: Project, tmp_path: Path, where):
     p = locked
     repo = f"kernels--{ACTIVATION.replace('/', '--')}"

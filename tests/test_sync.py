@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import CPU_ENV, run_cli, write_pyproject
+from helpers import CPU_ENV, has_receipt, receipt_file, run_cli, write_pyproject
 
 from kernlock import api
 from kernlock import cache as caches
@@ -279,7 +279,7 @@ def test_receipt_check_survives_touch_and_catches_tampering(user_env: dict[str, 
         syncing.ensure_variant(entry, variant, offline=True)
     path = syncing.ensure_variant(entry, variant)
     assert path == syncing.variant_path(entry, variant, _cache(user_env))
-    receipt = json.loads(caches.receipt_path(entry, variant).read_text())
+    receipt = json.loads(receipt_file(entry, variant).read_text())
     assert set(receipt["files"]) == {f.path for f in variant.files}
     assert syncing.is_synced(entry, variant)
 
@@ -300,7 +300,7 @@ def _receipts(lock: Lock) -> dict[str, tuple[bytes, int, int, int]]:
     """Every synced variant's receipt: its bytes, mtime_ns, inode and ctime_ns (a rewrite changes the inode)."""
     found = {}
     for entry, variant in syncing.targets(lock, None):
-        path = caches.receipt_path(entry, variant)
+        path = receipt_file(entry, variant)
         st = path.stat()
         found[f"{entry.repo} {variant.name}"] = (path.read_bytes(), st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
     return found
@@ -392,7 +392,7 @@ def test_persistent_5xx_is_reported_and_nothing_half_written(user_env: dict[str,
     entry, variant = _entry_variant(lock, ACTIVATION)
     so = next(f for f in variant.files if f.path.endswith(".so"))
     assert not (syncing.variant_path(entry, variant) / so.path).exists()
-    assert not caches.receipt_path(entry, variant).exists()
+    assert not has_receipt(entry, variant)
     hub.faults.clear()
     result = _cli("verify", "--project", str(project))
     assert result.returncode == 1 and so.path in result.stderr
