@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (and ruff) on a fresh machine: installs what it needs into .venv first, then the
-# compatibility matrix (scripts/matrix.sh: every other set of tests/compat/matrix.toml in .matrix/<set>).
+# Runs the whole test suite (and ruff) on a fresh machine: installs what it needs into .venv first, then the main
+# suite and, beside it, the compatibility matrix (scripts/matrix.sh: every other set of tests/compat/matrix.toml in
+# .matrix/<set>).
 # With pytest arguments (a file, -k ...) only pytest runs them; KERNLOCK_MATRIX=0 skips the matrix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,19 @@ bash scripts/bootstrap.sh
 if [ $# -gt 0 ] || [ "${KERNLOCK_MATRIX:-1}" = 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"
 fi
+# The matrix (building its venvs with uv, then its tests) runs beside the main suite: each of them keeps about one
+# core busy, and together they finish in little more than the main suite's time. Its output follows the suite's.
+.venv/bin/python -m pip install -q --disable-pip-version-check uv
+log=$(mktemp)
+# Its own process group (setsid -w: waits, passes the exit status on), so that an interrupt stops all of it.
+setsid -w bash scripts/matrix.sh >"$log" 2>&1 &
+matrix=$!
+trap 'kill -- -$matrix 2>/dev/null || kill $matrix 2>/dev/null || true; rm -f "$log"' EXIT
 status=0
 .venv/bin/python -m pytest -q || status=$?
-bash scripts/matrix.sh || status=$?
+matrix_status=0
+wait $matrix || matrix_status=$?
+echo "== compatibility matrix (run beside the main suite, scripts/matrix.sh) =="
+cat "$log"
+[ $matrix_status -eq 0 ] || status=$matrix_status
 exit $status
