@@ -48,6 +48,7 @@ __all__ = [
     "link_target",
     "read_receipt",
     "receipt_path",
+    "receipts_kept",
     "repo_folder",
     "stat_key",
     "targets",
@@ -112,13 +113,19 @@ def receipt_path(
     shared kernel cache could vouch for a swapped file. None when kernlock's cache is not the user's alone
     (:func:`kernlock.hfenv.private`; ``create``: make it first): every check then hashes."""
     root = hfenv.cache_root() / RECEIPTS
-    if not hfenv.private(root, create=create):
+    if not receipts_kept(create=create):
         return None
     key = hashlib.sha256(os.fsencode(os.path.abspath(cache or cache_dir()))).hexdigest()[:16]
     try:
         return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}.json")
     except ValueError:  # a symlink the user planted in their own cache: no receipt, every file is hashed
         return None
+
+
+def receipts_kept(*, create: bool = False) -> bool:
+    """Whether receipts can be kept: kernlock's cache is the user's alone (:func:`kernlock.hfenv.private`;
+    ``create``: make the receipts folder first)."""
+    return hfenv.private(hfenv.cache_root() / RECEIPTS, create=create)
 
 
 def blob_path(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:

@@ -126,6 +126,14 @@ def print_sync(report: SyncReport) -> None:
         f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
         f"{', '.join(report.environments)} into {report.cache} ({mode})"
     )
+    if not report.receipts:
+        click.secho(
+            "note: kernlock's cache (KERNLOCK_CACHE) is not yours alone (another user owns it, or a group or others "
+            "can write it), so no receipts are kept: every load hashes the kernel files. Point KERNLOCK_CACHE at a "
+            "folder of your own (docs/security.md).",
+            fg="yellow",
+            err=True,
+        )
 
 
 def print_verify(result: VerifyResult) -> bool:

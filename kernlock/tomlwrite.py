@@ -16,9 +16,10 @@ table's own keys before its sub-tables; tomlkit writes them so too). The equival
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["InlineTables", "dumps", "key", "string", "value"]
+__all__ = ["InlineRows", "InlineTables", "dumps", "inline_table", "key", "string", "value"]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
@@ -27,6 +28,10 @@ _COMPACT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"'
 
 class InlineTables(list[Any]):
     """A list of tables written as one multiline array of inline tables instead of an array of tables."""
+
+
+class InlineRows(list[str]):
+    """Inline tables already written (:func:`inline_table`), laid out as :class:`InlineTables` are."""
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -57,24 +62,16 @@ def value(item: Any) -> str:
     kind = type(item)
     if kind is str:
         return f'"{_ESCAPE.sub(_escape, item)}"' if _ESCAPE.search(item) else f'"{item}"'
-    if kind is dict:  # an inline table (a lock has thousands): plain strings and integers written right here
-        parts = []
-        for name, entry in item.items():
-            text = _KEY_TEXT.get(name) or key(name)
-            entry_kind = type(entry)
-            if entry_kind is str and not _ESCAPE.search(entry):
-                parts.append(f'{text} = "{entry}"')
-            elif entry_kind is int:
-                parts.append(f"{text} = {entry}")
-            else:
-                parts.append(f"{text} = {value(entry)}")
-        return "{" + ", ".join(parts) + "}"
+    if kind is dict:
+        return inline_table(item.items())
     if kind is int:
         return str(item)
     if kind is list:
         return "[" + ", ".join([value(entry) for entry in item]) + "]"
+    if kind is InlineRows:
+        return "[\n" + "".join([f"    {row},\n" for row in item]) + "]" if item else "[]"
     if isinstance(item, InlineTables):
-        return "[\n" + "".join([f"    {value(entry)},\n" for entry in item]) + "]" if item else "[]"
+        return "[\n" + "".join([f"    {inline_table(entry.items())},\n" for entry in item]) + "]" if item else "[]"
     if isinstance(item, bool):
         return "true" if item else "false"
     if isinstance(item, str):
@@ -86,6 +83,21 @@ def value(item: Any) -> str:
     if isinstance(item, list):
         return value(list(item))
     raise TypeError(f"cannot write {type(item).__name__} to TOML")
+
+
+def inline_table(pairs: Iterable[tuple[str, Any]]) -> str:
+    """``{key = value, ...}`` (a lock has thousands: plain strings and integers are written right here)."""
+    parts = []
+    for name, entry in pairs:
+        text = _KEY_TEXT.get(name) or key(name)
+        entry_kind = type(entry)
+        if entry_kind is str and not _ESCAPE.search(entry):
+            parts.append(f'{text} = "{entry}"')
+        elif entry_kind is int:
+            parts.append(f"{text} = {entry}")
+        else:
+            parts.append(f"{text} = {value(entry)}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def _is_table(item: Any) -> bool:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_fuzz import valid_locks
 
-from kernlock import api, lockfile, lockindex, tomlwrite
+from kernlock import api, lockfile, lockindex, tomlwrite, values
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import HubServer
 
@@ -196,6 +196,21 @@ def test_writer_gives_the_bytes_tomlkit_gave_for_a_big_lock():
     text = lockfile.dumps(lock)
     assert text == _tomlkit_dumps(lock)
     assert lockfile.loads(text) == lock
+
+
+def test_files_given_in_any_order_are_written_in_path_order():
+    """The writer decides a variant's file order by path (paths are unique): a lock whose files came reversed or
+    rotated is written as the sorted one, byte for byte."""
+    lock = big_lock(kernels=2, environments=3, files=5)
+    text = lockfile.dumps(lock)
+    for reorder in (lambda f: f[::-1], lambda f: f[1:] + f[:1]):
+        kernels = tuple(
+            values.replace(k, variants=tuple(values.replace(v, files=reorder(v.files)) for v in k.variants))
+            for k in lock.kernels
+        )
+        shuffled = values.replace(lock, kernels=kernels)
+        assert shuffled != lock
+        assert lockfile.dumps(shuffled) == text
 
 
 _keys = st.text(st.characters(codec="utf-8"), min_size=1, max_size=6)  # tomlkit drops a space after ""

@@ -313,6 +313,21 @@ def test_a_swapped_file_with_a_forged_receipt_is_refused(synced: Project, forged
     assert "does not match kernels.lock" in p.assert_refused(p.load(), "__init__.py")
 
 
+def test_a_kernlock_cache_others_can_write_keeps_no_receipts_and_loads_still_verify(locked: Project, tmp_path: Path):
+    """With KERNLOCK_CACHE in a folder anyone can write, sync says that no receipts are kept and how to fix it; it
+    writes none there, and a load hashes the files instead (and still loads the locked build)."""
+    p = locked
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    env = {"KERNLOCK_CACHE": str(shared / "kernlock")}
+    result = run_cli("sync", "--project", str(p.project), env={**p.env, **env})
+    assert result.returncode == 0, result.stderr
+    assert "not yours alone" in result.stderr and "Point KERNLOCK_CACHE at a folder of your own" in result.stderr
+    assert not [f for f in shared.rglob("*") if f.is_file()]
+    p.assert_loaded(p.load(**env))
+
+
 # -- (e) no symlink leads a write (or a load) out of the cache -----------------------------------------------------
 
 
