@@ -48,6 +48,7 @@ __all__ = [
     "link_target",
     "read_receipt",
     "receipt_path",
+    "receipts_folder",
     "receipts_kept",
     "repo_folder",
     "stat_key",
@@ -112,7 +113,7 @@ def receipt_path(
     cache. A receipt vouches for files without hashing them, so it lives where only the user can write: one in a
     shared kernel cache could vouch for a swapped file. None when kernlock's cache is not the user's alone
     (:func:`kernlock.hfenv.private`; ``create``: make it first): every check then hashes."""
-    root = hfenv.cache_root() / RECEIPTS
+    root = receipts_folder()
     if not receipts_kept(create=create):
         return None
     key = hashlib.sha256(os.fsencode(os.path.abspath(cache or cache_dir()))).hexdigest()[:16]
@@ -122,10 +123,15 @@ def receipt_path(
         return None
 
 
+def receipts_folder() -> Path:
+    """``{kernlock cache}/receipts``."""
+    return hfenv.cache_root() / RECEIPTS
+
+
 def receipts_kept(*, create: bool = False) -> bool:
     """Whether receipts can be kept: kernlock's cache is the user's alone (:func:`kernlock.hfenv.private`;
     ``create``: make the receipts folder first)."""
-    return hfenv.private(hfenv.cache_root() / RECEIPTS, create=create)
+    return hfenv.private(receipts_folder(), create=create)
 
 
 def blob_path(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:

@@ -126,11 +126,11 @@ def print_sync(report: SyncReport) -> None:
         f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
         f"{', '.join(report.environments)} into {report.cache} ({mode})"
     )
-    if not report.receipts:
+    if report.receipts_refused is not None:
         click.secho(
-            "note: kernlock's cache (KERNLOCK_CACHE) is not yours alone (another user owns it, or a group or others "
-            "can write it), so no receipts are kept: every load hashes the kernel files. Point KERNLOCK_CACHE at a "
-            "folder of your own (docs/security.md).",
+            f"note: no receipts are kept in {report.receipts_refused}: it cannot be made, or it is not yours alone "
+            "(another user owns it or a folder above it, or a group or others can write one), so every load hashes "
+            "the kernel files. Point KERNLOCK_CACHE at a folder of your own (docs/security.md).",
             fg="yellow",
             err=True,
         )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kernlock import hfenv, interrupt
 from kernlock.cache import cache_dir as cache_dir
-from kernlock.cache import receipts_kept
+from kernlock.cache import receipts_folder, receipts_kept
 from kernlock.cache import targets as targets
 from kernlock.cache import variant_path as variant_path
 from kernlock.errors import IntegrityError, NotSyncedError
@@ -61,7 +61,9 @@ class SyncReport:
     offline: bool = False
     relocked: str | None = None  # why kernels.lock was re-written before syncing (default mode)
     kernels: tuple[str, ...] = ()
-    receipts: bool = True  # False: kernlock's cache is not the user's alone, so every load hashes (docs/security.md)
+    #: Where receipts would go when they cannot be kept there (kernlock's cache cannot be made, or is not the user's
+    #: alone: docs/security.md), so that every load hashes; None when they are kept.
+    receipts_refused: Path | None = None
 
     @property
     def downloaded_files(self) -> int:
@@ -108,7 +110,7 @@ def sync(
         variants=tuple(results),
         offline=offline,
         kernels=tuple(sorted({e.repo for e, _ in pairs})),
-        receipts=receipts_kept(create=True),
+        receipts_refused=None if receipts_kept(create=True) else receipts_folder(),
     )
 
 

@@ -323,6 +323,7 @@ def test_a_kernlock_cache_others_can_write_keeps_no_receipts_and_loads_still_ver
     env = {"KERNLOCK_CACHE": str(shared / "kernlock")}
     result = run_cli("sync", "--project", str(p.project), env={**p.env, **env})
     assert result.returncode == 0, result.stderr
+    assert f"no receipts are kept in {shared / 'kernlock' / 'receipts'}" in result.stderr
     assert "not yours alone" in result.stderr and "Point KERNLOCK_CACHE at a folder of your own" in result.stderr
     assert not [f for f in shared.rglob("*") if f.is_file()]
     p.assert_loaded(p.load(**env))
