@@ -1,7 +1,7 @@
 """``python -m kernlock`` = the ``kernlock`` command."""
 
-from kernlock.cli import main
+from kernlock.console import run
 
 __all__: list[str] = []
 
-main()
+run()
