@@ -16,7 +16,8 @@ Printed: per load (median over every load but a process's first), and the **firs
 in-process: around ``import kernlock.activate``, around ``import kernels`` (hook installation included) and
 around the first load (lock read: this environment's entries from the lock index; environment detection;
 verification). The activated first-process row is shown twice: with the lock index warm (every process after
-the first since the lock changed) and cold (the first process, which parses the whole lock once).
+``kernlock sync``, which indexes the lock, or after the first since the lock changed) and cold (the first process
+after a lock change that no sync indexed, which parses the whole lock once).
 
 Goals: activated loads make 0 requests and take <= 1.2x the floor; the first load, everything kernlock adds
 included, <= 1.2x the floor's first load.

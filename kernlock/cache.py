@@ -25,6 +25,7 @@ its folder instead of re-hashing it. This module imports no network stack: the r
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -116,11 +117,17 @@ def receipt_path(
     root = receipts_folder()
     if not receipts_kept(create=create):
         return None
-    key = hashlib.sha256(os.fsencode(os.path.abspath(cache or cache_dir()))).hexdigest()[:16]
+    key = _cache_key(os.path.abspath(cache or cache_dir()))
     try:
         return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}.json")
     except ValueError:  # a symlink the user planted in their own cache: no receipt, every file is hashed
         return None
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_key(cache: str) -> str:
+    """The receipts' folder for the kernel cache at ``cache`` (an absolute path)."""
+    return hashlib.sha256(os.fsencode(cache)).hexdigest()[:16]
 
 
 def receipts_folder() -> Path:

@@ -61,6 +61,10 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
     else who could write there could forge it. ``create``: make what is missing first, with mode 0700."""
     if not hasattr(os, "geteuid"):  # Windows: access is ACLs, not mode bits
         return True
+    key = os.fspath(folder)
+    known = _PRIVATE.get(key)
+    if known is not None and _stamps(key) == known:
+        return True
     try:
         if create:
             _make_private(os.path.abspath(folder))
@@ -74,10 +78,33 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
                 return False
             parent, leaf = os.path.dirname(path), False
             if parent == path:
-                return True
+                break
             path = parent
     except OSError:
         return False
+    if len(_PRIVATE) < 64:
+        _PRIVATE[key] = _stamps(key)
+    return True
+
+
+#: Folders found private in this process -> the stamps of the folder and the one holding it then. Only their
+#: owner (the user) or root can change a private folder or any folder above it, so the verdict holds while those two
+#: stamps do (checked again on every use: a chmod of either, or another folder put in place, asks again).
+_PRIVATE: dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+
+
+def _stamps(folder: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(device, inode, mode, owner) of ``folder`` and of the folder holding it; None when either is missing."""
+    try:
+        mine, holder = os.stat(folder), os.stat(os.path.dirname(os.path.abspath(folder)))
+    except OSError:
+        return None
+    return (mine.st_dev, mine.st_ino, mine.st_mode, mine.st_uid), (
+        holder.st_dev,
+        holder.st_ino,
+        holder.st_mode,
+        holder.st_uid,
+    )
 
 
 def _make_private(folder: str) -> None:

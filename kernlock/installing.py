@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernlock import hfenv, interrupt
+from kernlock import hfenv, interrupt, lockindex
 from kernlock import project as projects
 from kernlock.environment import detect
 from kernlock.errors import KernlockError, LockError
@@ -75,6 +75,7 @@ def sync(
     result = _lock_for_sync(project, locked, frozen, offline, hub)
     environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
     report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
+    lockindex.prime(project.lockfile, result.lock, environments)  # the first process after this reads no lock
     return replace(report, relocked=result.reason if result.written else None)
 
 

@@ -5,7 +5,9 @@ activation after the lock changed reads and validates the whole lock (:func:`ker
 ``{kernlock cache}/lock-index/<key>.json``: the lock's environments and repos, and this environment's entries
 (each cut down to this environment's variant). Every later activation checks that index against the lock's
 ``stat`` (size, mtime, inode, ctime: any write changes one) and the ``content-hash`` line at its top, and builds
-only those entries, validated as a lock's entries are: the cost is flat in the size of the lock.
+only those entries, validated as a lock's entries are: the cost is flat in the size of the lock. ``kernlock sync``
+writes the index of each environment it synced (:func:`prime`), so that the first process after it parses no lock
+either.
 
 A missing, stale or unreadable index is rebuilt from the lock; a lock that cannot be read is an error either way.
 """
@@ -16,15 +18,17 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from kernlock import lockfile
 from kernlock.errors import LockError
 from kernlock.hfenv import cache_root, private
-from kernlock.lockmodel import LockedKernel
+from kernlock.lockmodel import Lock, LockedKernel
 from kernlock.values import replace
 
-__all__ = ["INDEX_VERSION", "LockView", "read"]
+__all__ = ["INDEX_VERSION", "LockView", "prime", "read"]
 
 INDEX_VERSION = 1
 _HEAD = 4096  # the content-hash line is among the first lines
@@ -51,27 +55,54 @@ class LockView:
 def read(path: str, environment: str) -> LockView:
     """The lock at ``path`` as ``environment`` sees it: from the index when it matches the lock, else from the
     lock itself (then indexed for the next process). Raises LockError for a lock that cannot be read."""
+    key, recorded = _identity(path)
+    index = _index_path(path, environment)
+    data = _current(index, path, environment, key, recorded)
+    if data is not None:
+        try:
+            entries = [lockfile.entry_from_table(table, path) for table in data["kernel"]]
+            return LockView(environment, tuple(data["environments"]), list(data["repos"]), entries)
+        except (ValueError, KeyError, TypeError, LockError):
+            pass  # an index this kernlock does not read: derive it again
+    lock = lockfile.read(Path(path), canonical=False)
+    view = _view(lock, environment)
+    if recorded is not None:
+        _save(index, path, environment, key, recorded, view)
+    return view
+
+
+def prime(path: Path, lock: Lock, environments: Iterable[str]) -> None:
+    """Index ``environments`` of ``lock``, just read from (or written to) ``path``, where no current index is: the
+    first process after ``kernlock sync`` then parses no lock (every process that starts before an index exists
+    parses all of it: each rank of a job). Nothing is written unless ``path`` holds exactly ``lock``."""
+    where = str(path)
+    key, recorded = _identity(where)
+    if recorded is None:
+        return
+    missing = [env for env in environments if _current(_index_path(where, env), where, env, key, recorded) is None]
+    if missing and lockfile.content_hash(lockfile.dumps(lock)) == recorded:
+        for env in missing:
+            _save(_index_path(where, env), where, env, key, recorded, _view(lock, env))
+
+
+def _identity(path: str) -> tuple[list[int], str | None]:
+    """The lock's ``stat`` (size, mtime, inode, ctime: any write changes one) and the content-hash at its top."""
     try:
         stat = os.stat(path)
     except OSError:
-        stat = None  # the read below names the problem
-    key = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns] if stat else []
-    recorded = _content_hash(path) if stat else None
-    index = _index_path(path, environment)
-    cached = _load(index, path, environment, key, recorded)
-    if cached is not None:
-        return cached
-    lock = lockfile.read(Path(path), canonical=False)
+        return [], None  # the read names the problem
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns], _content_hash(path)
+
+
+def _view(lock: Lock, environment: str) -> LockView:
+    """``environment``'s part of ``lock``: each entry cut down to the variant it loads there."""
     entries = []
     for kernel in lock.kernels:
         variant = kernel.variant_for(environment)
         if variant is not None:
             mine = replace(variant, environments=(environment,))
             entries.append(replace(kernel, environments=(environment,), variants=(mine,)))
-    view = LockView(environment, lock.environments, lock.repos, entries)
-    if recorded is not None:
-        _save(index, path, environment, key, recorded, view)
-    return view
+    return LockView(environment, lock.environments, lock.repos, entries)
 
 
 def _index_path(path: str, environment: str) -> str:
@@ -92,8 +123,9 @@ def _content_hash(path: str) -> str | None:
     return None
 
 
-def _load(index: str, path: str, environment: str, key: list[int], recorded: str | None) -> LockView | None:
-    """The view the index holds, when it was made from exactly this lock for this environment."""
+def _current(index: str, path: str, environment: str, key: list[int], recorded: str | None) -> dict[str, Any] | None:
+    """The index's data, when it was made from exactly this lock for this environment (in a folder only this user
+    can write); None otherwise."""
     if recorded is None or not private(os.path.dirname(index)):
         return None
     try:
@@ -106,12 +138,9 @@ def _load(index: str, path: str, environment: str, key: list[int], recorded: str
             and data["content-hash"] == recorded
             and data["environment"] == environment
         )
-        if not matches:
-            return None
-        entries = [lockfile.entry_from_table(table, path) for table in data["kernel"]]
-        return LockView(environment, tuple(data["environments"]), list(data["repos"]), entries)
-    except (OSError, ValueError, KeyError, TypeError, LockError):
-        return None  # no index yet, or one this kernlock does not read: derive it again
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no index yet, or one this kernlock does not read
+    return data if matches else None
 
 
 def _save(index: str, path: str, environment: str, key: list[int], recorded: str, view: LockView) -> None:

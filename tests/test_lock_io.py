@@ -291,12 +291,15 @@ def locked_two_ways(user_env: dict[str, str], hub: HubServer, project: Path) -> 
 def test_first_load_parses_only_this_environments_entries(
     locked_two_ways: Path, user_env: dict[str, str], tmp_path: Path
 ):
-    """The first process after a lock change parses the lock once and indexes this environment's entries; every
-    later process parses no TOML at all, and holds only this environment's entries (not the CUDA machine's)."""
+    """The first process after a lock change that no sync indexed (the index removed here) parses the lock once
+    and indexes this environment's entries; every later process parses no TOML at all, and holds only this
+    environment's entries (not the CUDA machine's)."""
     project = locked_two_ways
     assert sorted(k.requested for k in lockfile.read(project / "kernels.lock").kernels) == ["v1", "v2"]
     lock_bytes = (project / "kernels.lock").stat().st_size
     offline = {**user_env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    for index in (Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir():
+        index.unlink()
     first = _first_load(project, offline)
     assert lock_bytes in first["parsed"]  # the lock, once
     assert first["identity"]["version"] == 1
@@ -314,16 +317,58 @@ def test_first_load_parses_only_this_environments_entries(
     assert warm["entries"] == ["kernels-community/activation"]
 
 
+def test_sync_indexes_the_lock_so_the_first_process_parses_none(
+    project: Path, user_env: dict[str, str], hub: HubServer
+):
+    """`kernlock sync` indexes every environment it synced: the first training process after it parses no TOML
+    (each rank of a job would otherwise parse the whole lock); a sync that finds the index current rewrites
+    nothing."""
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    api.lock(project)
+    folder = Path(user_env["KERNLOCK_CACHE"]) / "lock-index"
+    assert not folder.exists() or not list(folder.iterdir())
+    api.sync(project, progress=False)
+    (index,) = folder.iterdir()
+    assert json.loads(index.read_text())["environment"] == CPU_ENV
+    first = _first_load(project, {**user_env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert first["parsed"] == [] and first["identity"]["version"] == 1
+    written = index.stat().st_mtime_ns, index.stat().st_ino
+    api.sync(project, progress=False)
+    assert (index.stat().st_mtime_ns, index.stat().st_ino) == written
+    api.sync(project, all_environments=True, progress=False, offline=False)
+    assert sorted(json.loads(p.read_text())["environment"] for p in folder.iterdir()) == sorted([CPU_ENV, CUDA_ENV])
+
+
+def test_prime_writes_nothing_for_a_lock_the_file_does_not_hold(locked_two_ways: Path, user_env: dict[str, str]):
+    """An index is primed only from the lock the file holds: a lock object of other content (the file re-written
+    in between) leaves no index, and the next read derives the right one from the file."""
+    path = locked_two_ways / "kernels.lock"
+    folder = Path(user_env["KERNLOCK_CACHE"]) / "lock-index"
+    for index in folder.iterdir():
+        index.unlink()
+    lock = lockfile.read(path)
+    other = values.replace(lock, kernels=lock.kernels[:1])
+    lockindex.prime(path, other, [CPU_ENV, CUDA_ENV])
+    assert list(folder.iterdir()) == []
+    lockindex.prime(path, lock, [CPU_ENV])
+    (index,) = folder.iterdir()
+    view = lockindex.read(str(path), CPU_ENV)
+    assert view.entry_for("kernels-community/activation", CPU_ENV) == lockindex._view(lock, CPU_ENV).entry_for(
+        "kernels-community/activation", CPU_ENV
+    )
+
+
 def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str, str], hub: HubServer):
     """Re-locking at another revision changes the lock's stat and content-hash: the next process reads the new
-    lock (and loads the new pin), never the stale index."""
+    lock (and loads the new pin), never the stale index, also before a sync has indexed the new lock."""
     project = locked_two_ways
     _first_load(project, user_env)
     write_pyproject(project, '"kernels-community/activation" = "v2"\n', [CPU_ENV, CUDA_ENV])
     api.lock(project)
+    entry = lockindex.read(str(project / "kernels.lock"), CPU_ENV).entry_for("kernels-community/activation", CPU_ENV)
+    assert entry is not None and entry.requested == "v2"
     api.sync(project, progress=False)
     after = _first_load(project, user_env)
-    assert (project / "kernels.lock").stat().st_size in after["parsed"]
     assert after["identity"]["version"] == 2
 
 
