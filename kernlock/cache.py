@@ -192,7 +192,7 @@ def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[Locked
 # -- hashing and receipts ----------------------------------------------------------------------------------
 
 
-def file_hash(path: Path, algorithm: str) -> str:
+def file_hash(path: str | Path, algorithm: str) -> str:
     """``sha256:<hex>`` of the content, or ``git-sha1:<hex>`` (the git blob id) of ``path``."""
     with open(path, "rb") as handle:
         if algorithm == "sha256":

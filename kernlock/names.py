@@ -116,13 +116,18 @@ def under(root: Path, *parts: str) -> Path:
     resolve to a place below ``root`` (a few system calls, not a ``realpath`` of the whole path: every kernel
     load checks its paths).
     """
-    relative = Path(*parts)
-    if ".." in relative.parts or relative.is_absolute():
+    if os.sep == "/":  # the parts as Path(*parts).parts has them, without building a Path (every load checks three)
+        pieces = [piece for part in parts for piece in part.split("/") if piece and piece != "."]
+        absolute = any(part.startswith("/") for part in parts)
+    else:  # pragma: no cover - Windows
+        relative = Path(*parts)
+        pieces, absolute = list(relative.parts), relative.is_absolute()
+    if ".." in pieces or absolute:
         raise ValueError(f"{os.path.join(*parts)!r} leaves {root}")
     real_root = _real_root(os.fspath(root))
     inside = real_root.rstrip(os.sep) + os.sep
     here = real_root
-    for part in relative.parts[:-1]:
+    for part in pieces[:-1]:
         here = os.path.join(here, part)
         try:
             mode = os.lstat(here).st_mode

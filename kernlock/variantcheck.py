@@ -212,10 +212,12 @@ def inspect_variant(
     receipt = {} if full else stored
     states, records = [], {}
     present = bool(extras) or bool(stored)
+    folder, blob_folder = os.fspath(root), os.fspath(blobs)  # strings from here: a Path per file costs ~10 us
     for locked in variant.files:
         # The listing proved every folder of the variant a real folder, so ``root/path`` stays in it.
-        link = root.joinpath(*locked.path.split("/"))
-        state, record = _inspect_file(link, blobs / locked.digest, locked, receipt.get(locked.path), full, rehash)
+        link = os.path.join(folder, *locked.path.split("/"))
+        blob = os.path.join(blob_folder, locked.digest)
+        state, record = _inspect_file(link, blob, locked, receipt.get(locked.path), full, rehash)
         present = present or state.state != FileState.MISSING
         states.append(state)
         if record is not None:
@@ -232,7 +234,7 @@ def inspect_variant(
 
 
 def _inspect_file(
-    link: Path, blob: Path, locked: LockedFile, record: object, full: bool, rehash: bool
+    link: str, blob: str, locked: LockedFile, record: object, full: bool, rehash: bool
 ) -> tuple[FileCheck, Record | None]:
     """A locked file: a symlink to exactly its blob (a regular file), or a regular file (a copy, on file systems
     without symlinks); then its receipt record, else its size and hash."""

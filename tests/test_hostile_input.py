@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernlock import api, hfenv, lockfile, names
 from kernlock.cli import main
@@ -379,6 +381,22 @@ def test_under_follows_every_symlink_below_its_root(tmp_path: Path):
     for parts in (("..", "x"), ("a", "..", "..", "x"), (str(outside), "x")):
         with pytest.raises(ValueError, match="leaves"):
             names.under(root, *parts)
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=300)
+@given(st.lists(st.text(alphabet="a/.", max_size=6), min_size=1, max_size=4))
+def test_under_takes_the_parts_apart_as_pathlib_does(parts: list[str]):
+    """names.under splits its parts with string methods (a Path per call cost every load): what it accepts and
+    refuses, and the path it returns, are those of ``Path(*parts)`` (``..`` anywhere or an absolute part: refused;
+    empty and ``.`` parts: dropped), for any mix of ``/``, ``.`` and names. Nothing here exists, so no symlink
+    plays a part."""
+    root = Path("/nonexistent-kernlock-root")
+    relative = Path(*parts)
+    if ".." in relative.parts or relative.is_absolute():
+        with pytest.raises(ValueError, match="leaves"):
+            names.under(root, *parts)
+    else:
+        assert names.under(root, *parts) == Path(root, *parts)
 
 
 @pytest.mark.parametrize("command", [["show"], ["env"], ["verify"]])
