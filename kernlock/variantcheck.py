@@ -213,8 +213,7 @@ def inspect_variant(
     states, records = [], {}
     present = bool(extras) or bool(stored)
     folder, blob_folder = os.fspath(root), os.fspath(blobs)  # strings from here: a Path per file costs ~10 us
-    for locked in variant.files:
-        # The listing proved every folder of the variant a real folder, so ``root/path`` stays in it.
+    for locked in variant.files:  # the listing proved every folder of the variant a real folder: in the variant
         link = os.path.join(folder, *locked.path.split("/"))
         blob = os.path.join(blob_folder, locked.digest)
         state, record = _inspect_file(link, blob, locked, receipt.get(locked.path), full, rehash)
