@@ -115,7 +115,7 @@ def receipt_path(
     shared kernel cache could vouch for a swapped file. None when kernlock's cache is not the user's alone
     (:func:`kernlock.hfenv.private`; ``create``: make it first): every check then hashes."""
     root = receipts_folder()
-    if not receipts_kept(create=create):
+    if not hfenv.private(root, create=create):
         return None
     key = _cache_key(os.path.abspath(cache or cache_dir()))
     try:
@@ -126,7 +126,7 @@ def receipt_path(
 
 @functools.lru_cache(maxsize=16)
 def _cache_key(cache: str) -> str:
-    """The receipts' folder for the kernel cache at ``cache`` (an absolute path)."""
+    """The name of the receipts' folder for the kernel cache at ``cache`` (an absolute path)."""
     return hashlib.sha256(os.fsencode(cache)).hexdigest()[:16]
 
 

@@ -56,14 +56,13 @@ def cache_root() -> Path:
 def private(folder: Path | str, *, create: bool = False) -> bool:
     """Whether only this user (or root) can change what ``folder`` holds: it and every folder above it, symlinks
     resolved, belong to the user or root and are writable by no group or other user (above it, a sticky folder such
-    as /tmp is fine: others cannot move what is ours there). What kernlock's own cache holds (the lock index, Hub
-    answers, ``kernlock run``'s sitecustomize) steers what is loaded, so it is used only from such a folder: anyone
-    else who could write there could forge it. ``create``: make what is missing first, with mode 0700."""
+    as /tmp is fine: others cannot move what is ours there). What kernlock's own cache holds (receipts, the lock
+    index, Hub answers, ``kernlock run``'s sitecustomize) steers what is loaded, so it is used only from such a
+    folder: anyone else who could write there could forge it. ``create``: make what is missing first, mode 0700."""
     if not hasattr(os, "geteuid"):  # Windows: access is ACLs, not mode bits
         return True
     key = os.fspath(folder)
-    known = _PRIVATE.get(key)
-    if known is not None and _stamps(key) == known:
+    if key in _PRIVATE and _stamps(key) == _PRIVATE[key]:
         return True
     try:
         if create:
@@ -82,15 +81,16 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
             path = parent
     except OSError:
         return False
-    if len(_PRIVATE) < 64:
-        _PRIVATE[key] = _stamps(key)
+    stamps = _stamps(key)
+    if stamps is not None and len(_PRIVATE) < 64:
+        _PRIVATE[key] = stamps
     return True
 
 
 #: Folders found private in this process -> the stamps of the folder and the one holding it then. Only their
 #: owner (the user) or root can change a private folder or any folder above it, so the verdict holds while those two
 #: stamps do (checked again on every use: a chmod of either, or another folder put in place, asks again).
-_PRIVATE: dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+_PRIVATE: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
 
 def _stamps(folder: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:

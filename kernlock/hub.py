@@ -67,7 +67,6 @@ class Hub:
         self.session = HubSession(endpoint, token, retries, backoff)
         self.endpoint = self.session.endpoint
         self.cache_dir = cache_dir or cache_root() / "hub"
-        self._cache_private: bool | None = None  # asked once, on the first cached answer
         self._trust: dict[str, tuple[bool, Any]] = {}
         self._refs: dict[str, tuple[bool, Any]] = {}
         self._blobs: dict[str, tuple[bool, Any]] = {}
@@ -272,9 +271,7 @@ class Hub:
         """``{cache}/{org}--{name}/{commit}/{parts}`` from validated parts, proven to stay under the cache; None
         when it would not (a symlink planted in the cache) or when others could write the cache (they could forge
         an answer there, see :func:`kernlock.hfenv.private`): the answer is then fetched and not cached."""
-        if self._cache_private is None:
-            self._cache_private = private(self.cache_dir, create=True)
-        if not self._cache_private:
+        if not private(self.cache_dir, create=True):  # remembered while the folder keeps its owner and mode
             return None
         try:
             return names.under(self.cache_dir, repo.replace("/", "--"), commit, *parts)
