@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kernlock.migrate import ImportResult
     from kernlock.mirror import MirrorApp
     from kernlock.outdated import Report
+    from kernlock.repair import Repair
     from kernlock.sync import SyncReport
     from kernlock.verify import VerifyResult
 
@@ -37,6 +38,9 @@ __all__ = [
 
 def print_lock(result: LockResult, dry_run: bool = False) -> None:
     """`lock`, `add`, `remove`: up to date, or what was (would be) written and how the pins moved."""
+    if result.repaired is not None:
+        _print_repair(result.repaired, result.written, dry_run)
+        return
     if not result.written:
         click.echo(f"kernels.lock is up to date ({len(result.lock.kernels)} entries)")
         return
@@ -54,6 +58,19 @@ def print_lock(result: LockResult, dry_run: bool = False) -> None:
         click.echo(f"  {kernel.repo} {kernel.requested} -> {kernel.commit[:12]}{via}")
         for env, variant in sorted((env, v.name) for v in kernel.variants for env in v.environments):
             click.echo(f"    {env} -> {variant}")
+
+
+def _print_repair(repaired: Repair, written: bool, dry_run: bool) -> None:
+    """A lock that failed its checks: what failed and what was read, then a line per entry of the new lock."""
+    for line in repaired.summary:
+        click.secho(line, fg="yellow" if line.startswith(("kernels.lock failed", "chose:")) else None)
+    if written:
+        click.echo(f"{'would write' if dry_run else 'wrote'} kernels.lock")
+    for line in repaired.changes:
+        click.echo(line)
+    if written and not dry_run:
+        merge = " (`git add kernels.lock` ends the merge)" if repaired.conflicted else ""
+        click.echo(f"review the result with `git diff kernels.lock`, then commit it{merge}")
 
 
 def print_env(report: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ActivationError",
+    "DamagedLockError",
     "DuplicateSpecError",
     "EnvironmentStringError",
     "ForeignLockError",
@@ -59,6 +60,18 @@ class ResolutionError(KernlockError):
 
 class LockError(KernlockError):
     """kernels.lock is missing, malformed, of an unknown version or stale."""
+
+
+class DamagedLockError(LockError):
+    """kernels.lock fails its checks (edited by hand, damaged, or holding merge-conflict markers): every command
+    that reads it refuses it; only `kernlock lock`, `add` and `remove` repair it, keeping every pin they can read.
+
+    ``why`` is what failed, without the place or the fix (``it holds git merge-conflict markers``).
+    """
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 class ForeignLockError(LockError):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kernlock import hfenv, interrupt, lockindex
 from kernlock import project as projects
 from kernlock.environment import detect
-from kernlock.errors import KernlockError, LockError
+from kernlock.errors import DamagedLockError, KernlockError, LockError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
 from kernlock.lockmodel import Lock
 from kernlock.project import Project, Upgrade
@@ -35,20 +35,21 @@ def this_environment(lock: Lock) -> str:
 
 
 def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, hub: Hub | None) -> LockResult:
-    """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale."""
+    """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale. A lock
+    that fails its checks is refused in every mode: only `kernlock lock` repairs it (it may not move a pin)."""
     if frozen:
         return LockResult(lock=read_lock(project), written=False, reason=None)
     if locked or offline:
         try:
             return lock_project(project, Upgrade(), check=True, hub=hub)
         except LockError as err:
-            if not offline or locked:
+            if not offline or locked or isinstance(err, DamagedLockError):
                 raise
             raise LockError(
                 f"{err} `--offline` cannot re-lock: run `kernlock lock` online first, or use the lock as it is "
                 "with `kernlock sync --offline --frozen`."
             ) from err
-    return lock_project(project, Upgrade(), hub=hub)
+    return lock_project(project, Upgrade(), hub=hub, repair=False)
 
 
 def sync(

@@ -16,7 +16,7 @@ else:  # pragma: no cover
 
 from kernlock import foreign
 from kernlock.atomic import write_text_atomic
-from kernlock.errors import ForeignLockError, LockError
+from kernlock.errors import DamagedLockError, ForeignLockError, LockError
 from kernlock.lockdoc import HEADER, LOCK_VERSION, content_hash, dumps, entry_table, facts_document, normalized
 from kernlock.lockmodel import (
     DIGEST,
@@ -35,15 +35,19 @@ __all__ = [
     "LEGACY_VERSIONS",
     "LOCK_NAME",
     "LOCK_VERSION",
+    "REPAIR",
     "content_hash",
+    "damaged",
     "dumps",
     "entry_from_table",
     "entry_table",
     "facts_document",
+    "has_conflict_markers",
     "loads",
     "normalized",
     "read",
     "read_pins",
+    "read_text",
     "write",
 ]
 
@@ -62,24 +66,36 @@ def write(path: Path, lock: Lock) -> None:
     write_text_atomic(path, dumps(lock))
 
 
-_REGENERATE = "run `kernlock lock` to rewrite it from pyproject.toml (or `git checkout kernels.lock` to restore it)"
+#: The fix every refusal of a damaged lock names: both work on an unmerged path in the middle of a merge (a plain
+#: `git checkout kernels.lock` does not).
+REPAIR = (
+    "run `kernlock lock` to repair it (it keeps every pin it can still read and prints each change), or restore "
+    "the committed lock with `git checkout HEAD -- kernels.lock`"
+)
+
+
+def damaged(where: str, why: str) -> DamagedLockError:
+    """The refusal of a lock that fails its checks: where, what failed, and the two fixes."""
+    return DamagedLockError(f"{where}: {why}; {REPAIR}.", why)
 
 
 def read(path: Path, *, canonical: bool = True) -> Lock:
-    """Read and strictly validate a lock file; LockError names the line of a malformed entry.
+    """Read and strictly validate a lock file; DamagedLockError names what failed (and the line of a malformed
+    entry), LockError a lock that is missing, unreadable, of another lock-version or another tool's.
 
     ``canonical``: also require the exact bytes kernlock writes (what `lock --check` and the CLI want; run-time
     activation skips that rendering and relies on the content hash).
     """
-    return loads(_read_text(path), str(path), canonical=canonical)
+    return loads(read_text(path), str(path), canonical=canonical)
 
 
 def read_pins(path: Path) -> Lock:
     """The lock's pins for `kernlock lock` to keep: also accepts an older lock-version (it is then rewritten)."""
-    return loads(_read_text(path), str(path), canonical=False, legacy=True)
+    return loads(read_text(path), str(path), canonical=False, legacy=True)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """The lock's text (LockError when it is missing or unreadable, DamagedLockError when it is not UTF-8)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -89,8 +105,13 @@ def _read_text(path: Path) -> str:
         raise LockError(f"cannot read {path} ({err.strerror or err}); check its permissions.") from err
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise LockError(f"{path} is not UTF-8 text; {_REGENERATE}.") from err
+    except UnicodeDecodeError:
+        raise damaged(str(path), "it is not UTF-8 text") from None
+
+
+def has_conflict_markers(text: str) -> bool:
+    """Whether ``text`` holds a git merge-conflict marker line."""
+    return "\n<<<<<<< " in f"\n{text}" or "\n>>>>>>> " in f"\n{text}"
 
 
 def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: bool = False) -> Lock:
@@ -100,25 +121,18 @@ def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: 
     try:
         data = tomllib.loads(text)
     except RecursionError:  # tomllib recurses once per nested array or inline table: `x = [[[[...`
-        raise LockError(
-            f"{where}: it is not valid TOML (arrays or tables nested too deeply); {_REGENERATE} (do not edit it by "
-            "hand)."
-        ) from None
+        raise damaged(where, "it is not valid TOML (arrays or tables nested too deeply)") from None
     except tomllib.TOMLDecodeError as err:
-        conflict = "\n<<<<<<< " in f"\n{text}" or "\n>>>>>>> " in f"\n{text}"
-        why = "it holds git merge-conflict markers" if conflict else f"it is not valid TOML ({err})"
-        raise LockError(f"{where}: {why}; {_REGENERATE} (do not edit it by hand).") from err
+        why = "it holds git merge-conflict markers" if has_conflict_markers(text) else f"it is not valid TOML ({err})"
+        raise damaged(where, why) from err
     lock, recorded = _Validator(text, where).lock(data, legacy)
     if recorded is None:
         return lock
     if recorded != content_hash(text):
-        raise LockError(
-            f"{where} was edited after kernlock wrote it (its content-hash does not match its entries); {_REGENERATE}."
-        )
+        raise damaged(where, "it was edited after kernlock wrote it (its content-hash does not match its entries)")
     if canonical and dumps(lock) != text:
-        raise LockError(
-            f"{where} is not laid out as kernlock writes it (hand-edited, or re-formatted by a tool or a merge); "
-            f"{_REGENERATE}."
+        raise damaged(
+            where, "it is not laid out as kernlock writes it (hand-edited, or re-formatted by a tool or a merge)"
         )
     return lock
 
@@ -130,15 +144,16 @@ class _Validator:
         self.where = where
         self.kernel_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"]
 
-    def fail(self, message: str, entry: int | None = None) -> LockError:
-        place = self.where
+    def fail(self, message: str, entry: int | None = None) -> DamagedLockError:
         if entry is not None and entry < len(self.kernel_lines):
-            place = f"{self.where} line {self.kernel_lines[entry]} ([[kernel]] #{entry + 1})"
-        return LockError(f"{place}: {message}; {_REGENERATE}.")
+            message = f"line {self.kernel_lines[entry]} ([[kernel]] #{entry + 1}): {message}"
+        return damaged(self.where, message)
 
     def lock(self, data: dict[str, Any], legacy: bool) -> tuple[Lock, str | None]:
         """The Lock and its recorded content-hash (None for a legacy lock-version)."""
         version = data.get("lock-version")
+        if not isinstance(version, str):
+            raise self.fail("`lock-version` is missing or not a string")
         if version != LOCK_VERSION and not (legacy and version in LEGACY_VERSIONS):
             if version in LEGACY_VERSIONS:
                 raise LockError(
@@ -147,8 +162,8 @@ class _Validator:
                 )
             raise LockError(
                 f"{self.where} has lock-version {version!r}, but this kernlock reads lock-version "
-                f"{LOCK_VERSION!r}; upgrade kernlock (`pip install -U kernlock`) or re-create the lock with "
-                "`kernlock lock`."
+                f"{LOCK_VERSION!r}; upgrade kernlock (`pip install -U kernlock`) to read it (if the line was edited, "
+                "restore the committed lock with `git checkout HEAD -- kernels.lock`)."
             )
         allowed = {
             "lock-version",

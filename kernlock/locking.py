@@ -10,7 +10,7 @@ from kernlock import foreign, interrupt, lockfile, values
 from kernlock import project as projects
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect
-from kernlock.errors import DuplicateSpecError, ForeignLockError, LockError, ProjectError
+from kernlock.errors import DamagedLockError, DuplicateSpecError, ForeignLockError, LockError, ProjectError
 from kernlock.lockmodel import Lock
 from kernlock.project import Pin, Project, Requirement, Spec, Upgrade
 from kernlock.values import value
@@ -18,6 +18,7 @@ from kernlock.variants import RULE
 
 if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
     from kernlock.hub import Hub
+    from kernlock.repair import Repair, Salvage
 
 __all__ = [
     "AddResult",
@@ -100,6 +101,7 @@ class LockResult:
     written: bool
     reason: str | None  # why it was (re)written, or None if it was up to date
     previous: Lock | None = None  # the lock it replaced (or would replace, with ``dry_run``), if it was readable
+    repaired: Repair | None = None  # what was kept and changed of a lock that failed its checks
 
 
 def lock(
@@ -120,9 +122,19 @@ def lock(
 
 
 def lock_project(
-    project: Project, upgrade: Upgrade, *, check: bool = False, hub: Hub | None = None, dry_run: bool = False
+    project: Project,
+    upgrade: Upgrade,
+    *,
+    check: bool = False,
+    hub: Hub | None = None,
+    dry_run: bool = False,
+    repair: bool = True,
 ) -> LockResult:
-    """Bring the loaded ``project``'s lock up to date (see :func:`lock`)."""
+    """Bring the loaded ``project``'s lock up to date (see :func:`lock`).
+
+    A lock that fails its checks is refused with ``check`` or without ``repair`` (`sync`); else it is repaired,
+    keeping every pin that can still be read (:mod:`kernlock.repair`).
+    """
     if not project.pyproject.exists():
         raise ProjectError(
             f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
@@ -134,6 +146,7 @@ def lock_project(
             raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")
     environments = target_environments(project)
     previous = None
+    salvaged = None
     reason: str | None = "no kernels.lock yet"
     if project.lockfile.exists():
         try:
@@ -142,9 +155,10 @@ def lock_project(
         except ForeignLockError:
             raise
         except LockError as err:
-            if check:
+            if check or (isinstance(err, DamagedLockError) and not repair):
                 raise
-            previous, reason = _previous_pins(project, err)
+            hub = hub_client(hub)
+            previous, salvaged, reason = _previous_pins(project, hub, repair)
     if check:
         if reason is not None:
             raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock` and commit the result.")
@@ -155,20 +169,48 @@ def lock_project(
         return LockResult(lock=previous, written=False, reason=None)
     from kernlock.resolver import resolve  # the resolver (and with it the Hub client) only when the lock moves
 
-    new = resolve(project, environments, hub_client(hub), previous, upgrade)
+    hub = hub_client(hub)
+    new = resolve(project, environments, hub, salvaged or previous, upgrade)
     written = _write_if_changed(project, new, dry_run)
-    return LockResult(lock=new, written=written, reason=(reason or "upgrade") if written else None, previous=previous)
+    return LockResult(
+        lock=new,
+        written=written,
+        reason=(reason or "upgrade") if written else None,
+        previous=previous,
+        repaired=_report(salvaged, new, project),
+    )
 
 
-def _previous_pins(project: Project, error: LockError) -> tuple[Lock | None, str]:
-    """The pins of a lock that failed the strict read (an older lock-version, a re-formatted file) and why it is
-    rewritten; a lock whose content fails its checks keeps no pin and is re-created from the Hub."""
+def _previous_pins(project: Project, hub: Hub, repair: bool = True) -> tuple[Lock | None, Salvage | None, str]:
+    """The pins of a lock that failed the strict read, and why it is rewritten: an older lock-version or a
+    re-formatted file whose content-hash holds (every pin kept), else, with ``repair``, what can still be read of a
+    lock that fails its checks (a DamagedLockError without). Another lock-version is refused (LockError)."""
     try:
-        return lockfile.read_pins(project.lockfile), "kernels.lock is rewritten in the current format (pins kept)"
-    except ForeignLockError:
-        raise
-    except LockError:
-        return None, f"kernels.lock failed its checks and is re-created from the Hub ({error})"
+        pins = lockfile.read_pins(project.lockfile)
+        return pins, None, "kernels.lock is rewritten in the current format (pins kept)"
+    except DamagedLockError as err:
+        if not repair:
+            raise
+        from kernlock import repair as repairs
+
+        found = repairs.salvage(lockfile.read_text(project.lockfile), err.why, hub)
+        return None, found, f"kernels.lock failed its checks: {err.why}"
+
+
+def _report(salvaged: Salvage | None, new: Lock, project: Project) -> Repair | None:
+    if salvaged is None:
+        return None
+    from kernlock import repair as repairs
+
+    return repairs.report(salvaged, new, project)
+
+
+def _relock_pins(project: Project, hub: Hub) -> tuple[Lock | None, Salvage | None]:
+    """What `add` and `remove` keep of the project's lock: its pins, or what can be read of a damaged one."""
+    if not project.lockfile.exists():
+        return None, None
+    previous, salvaged, _ = _previous_pins(project, hub)
+    return previous, salvaged
 
 
 def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> bool:
@@ -220,15 +262,8 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         requirements[spec.repo] = Requirement(repo=spec.repo, pins=(Pin(rev=rev),), trust=trusted)
         added[spec.repo] = rev
     candidate = values.replace(project, requirements=requirements)
-    previous = None
-    if project.lockfile.exists():
-        try:
-            previous = lockfile.read_pins(project.lockfile)
-        except ForeignLockError:
-            raise
-        except LockError:
-            previous = None
-    new = resolve(candidate, environments, hub, previous)
+    previous, salvaged = _relock_pins(project, hub)
+    new = resolve(candidate, environments, hub, salvaged or previous)
     created = not project.pyproject.exists()
     from kernlock import pyproject_edit
 
@@ -236,7 +271,9 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     written = _write_if_changed(project, new)
     return AddResult(
         added=added,
-        lock=LockResult(lock=new, written=written, reason="added " + ", ".join(added)),
+        lock=LockResult(
+            lock=new, written=written, reason="added " + ", ".join(added), repaired=_report(salvaged, new, candidate)
+        ),
         created=project.pyproject if created else None,
     )
 
@@ -257,10 +294,13 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
         )
     requirements = {k: v for k, v in project.requirements.items() if k not in names}
     candidate = values.replace(project, requirements=requirements)
-    previous = lockfile.read_pins(project.lockfile) if project.lockfile.exists() else None
-    new = resolve(candidate, target_environments(project), hub_client(hub), previous)
+    hub = hub_client(hub)
+    previous, salvaged = _relock_pins(project, hub)
+    new = resolve(candidate, target_environments(project), hub, salvaged or previous)
     from kernlock import pyproject_edit
 
     pyproject_edit.remove_requirements(project, names)
     written = _write_if_changed(project, new)
-    return LockResult(lock=new, written=written, reason="removed " + ", ".join(names))
+    return LockResult(
+        lock=new, written=written, reason="removed " + ", ".join(names), repaired=_report(salvaged, new, candidate)
+    )

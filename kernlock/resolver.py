@@ -9,8 +9,9 @@ resolved the same way, as their own entries. Requests run in parallel, one wave 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_WORKERS",
+    "Pinned",
+    "Pins",
     "latest_version",
     "locked_variants",
     "resolve",
@@ -33,6 +36,23 @@ __all__ = [
 
 
 MAX_WORKERS = 16
+
+
+class Pinned(Protocol):
+    """A pin the resolver keeps: a lock entry, or a pin read back from a damaged lock (:mod:`kernlock.repair`)."""
+
+    @property
+    def requested(self) -> str: ...
+    @property
+    def ref(self) -> str: ...
+    @property
+    def commit(self) -> str: ...
+
+
+class Pins(Protocol):
+    """The pins of a previous lock, per repo: a Lock, or what :mod:`kernlock.repair` read of a damaged one."""
+
+    def entries(self, repo: str) -> Sequence[Pinned]: ...
 
 
 @dataclass
@@ -50,7 +70,7 @@ def resolve(
     project: Project,
     environments: list[Environment],
     hub: Hub,
-    previous: Lock | None = None,
+    previous: Pins | None = None,
     upgrade: Upgrade | None = None,
 ) -> Lock:
     """Resolve every requirement of ``project`` for every environment into a Lock."""
@@ -112,7 +132,7 @@ def locked_variants(
     )
 
 
-def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
+def _resolve_task(task: _Task, hub: Hub, previous: Pins | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
     org = task.repo.split("/")[0]
     if not task.trusted_by_user and not hub.is_trusted(org):  # also for kept pins: `trust` may have been removed
         raise ResolutionError(
@@ -130,6 +150,12 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     try:
         tree = hub.build_tree(task.repo, commit)
     except NotFoundError as err:
+        if kept is not None and not isinstance(kept, LockedKernel):  # read back from a lock that failed its checks
+            raise NotFoundError(
+                f"kernels.lock pins {task.repo}@{task.rev} to commit {commit}, which the Hub does not have: the pin "
+                "may have been edited by hand. Restore the committed lock with `git checkout HEAD -- kernels.lock`, "
+                f"or resolve it anew with `kernlock lock --upgrade-kernel {task.repo}`."
+            ) from err
         fix = f"; move the pin with `kernlock lock --upgrade-kernel {task.repo}`" if kept is not None else ""
         raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} is not on the Hub ({err}){fix}") from err
     chosen = {env: env.select_variant(tree) for env in task.environments}
@@ -149,7 +175,7 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     return entry, deps
 
 
-def _kept(task: _Task, previous: Lock | None, upgrade: Upgrade) -> LockedKernel | None:
+def _kept(task: _Task, previous: Pins | None, upgrade: Upgrade) -> Pinned | None:
     if previous is None or upgrade.allows(task.repo):
         return None
     for entry in previous.entries(task.repo):

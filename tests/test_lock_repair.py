@@ -1,0 +1,276 @@
+"""A damaged or conflicted kernels.lock never moves a pin (issue 22): every command that only reads the lock
+refuses it, and `kernlock lock` (`add`, `remove`) repairs it, keeping every pin it can still read and printing a
+line for every pin that moves. Each test below asserts that no commit moves unless a printed line says so."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from helpers import CPU_ENV, assert_clean_error, clean_env, own_repo, run_cli, write_pyproject
+
+from kernlock import lockfile
+from kernlock.cli import main
+from kernlock.testing import Catalog, HubServer, move_branch
+
+FIXES = ("`kernlock lock`", "`git checkout HEAD -- kernels.lock`")
+
+
+@dataclass
+class Locked:
+    """A project locked at the first commits of its branches; the branches moved upstream afterwards, so a lock
+    resolved anew from the Hub would move every pin."""
+
+    template: Path
+    a: str
+    b: str
+    pins: dict[str, str]  # repo -> the locked commit
+    heads: dict[str, str]  # repo -> where its branch is now
+
+    def copy(self, where: Path) -> Path:
+        shutil.copytree(self.template, where)
+        return where
+
+
+@pytest.fixture(scope="module")
+def locked(catalog: Catalog, hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory) -> Locked:
+    base = tmp_path_factory.mktemp("repair")
+    a = own_repo(catalog, {"v1": [CPU_ENV], "v2": [CPU_ENV]})
+    b = own_repo(catalog, {"v1": [CPU_ENV]})
+    project = base / "project"
+    project.mkdir()
+    write_pyproject(project, f'"{a}" = "v1"\n"{b}" = "v1"\n', environments=[CPU_ENV])
+    env = clean_env(**hub_server.env(), HF_HOME=str(base / "hf-home"), HF_HUB_CACHE=str(base / "hf-cache"))
+    done = run_cli("lock", "--project", str(project), env=env)
+    assert done.returncode == 0, done.stderr
+    pins = commits(project)
+    heads = {repo: move_branch(catalog.root, repo, "v1") for repo in (a, b)}
+    return Locked(project, a, b, pins, heads)
+
+
+@pytest.fixture
+def project(locked: Locked, user_env: dict[str, str], tmp_path: Path) -> Path:
+    """A copy of the locked project, with a user's environment pointed at the Hub."""
+    return locked.copy(tmp_path / "locked")
+
+
+def commits(project: Path) -> dict[str, str]:
+    """repo -> the commit kernels.lock pins (the lock must pass every check)."""
+    return {k.repo: k.commit for k in lockfile.read(project / "kernels.lock").kernels}
+
+
+def cli(project: Path, *args: str) -> Result:
+    return CliRunner().invoke(main, [*args, "--project", str(project)])
+
+
+def edit(project: Path, pattern: str, new: str, count: int = 1) -> bytes:
+    """Replace ``pattern`` (a regex) in kernels.lock; returns the bytes it had before."""
+    path = project / "kernels.lock"
+    before = path.read_bytes()
+    text, n = re.subn(pattern, new, before.decode(), count=count)
+    assert n == count, pattern
+    path.write_text(text)
+    return before
+
+
+def block(text: str, repo: str) -> str:
+    """The [[kernel]] block of ``repo`` (up to the next one, or the end)."""
+    start = text.index(f'[[kernel]]\nrepo = "{repo}"')
+    end = text.find("\n[[kernel]]\n", start + 1)
+    return text[start : end + 1 if end >= 0 else len(text)]
+
+
+def moved_only_where_printed(before: dict[str, str], after: dict[str, str], output: str) -> None:
+    """Every pin that moved has an Added/Updated line naming its new commit; every other pin a Repaired line."""
+    for repo, commit in after.items():
+        if before.get(repo) == commit:
+            assert f"Repaired {repo} v1 {commit[:8]}" in output, output
+        else:
+            assert re.search(rf"^(Added|Updated) {re.escape(repo)} .*{commit[:8]}", output, re.M), output
+
+
+# -- reading commands refuse a damaged lock ------------------------------------------------------------------
+
+
+def test_sync_refused_an_edited_lock_and_moved_no_pin(locked: Locked, project: Path, user_env: dict[str, str]):
+    """The bug of issue 22: a plain `kernlock sync` re-locked an edited lock from the Hub (exit 0) and moved
+    every pin to the branches' new heads, printing no `Updated` line."""
+    before = edit(project, r"size = (\d+)", r"size = 1\1")
+    done = run_cli("sync", "--project", str(project), env=user_env)
+    assert_clean_error(done, "was edited after kernlock wrote it", *FIXES)
+    assert (project / "kernels.lock").read_bytes() != before  # still the edited file: nothing was written
+    assert "re-locked" not in done.stdout and "downloaded" not in done.stdout
+    assert not (Path(user_env["HF_HUB_CACHE"])).exists() or not any(Path(user_env["HF_HUB_CACHE"]).rglob("*.py"))
+
+
+def test_every_command_that_reads_the_lock_refuses_it(
+    locked: Locked, project: Path, user_env: dict[str, str], hub: HubServer, tmp_path: Path
+):
+    """sync in every mode, verify, show, outdated, export, bundle, serve, run and run-time activation: exit 1 with
+    one message naming both fixes, nothing downloaded, written or run."""
+    bundle = tmp_path / "site.tar"
+    assert cli(project, "bundle", "-o", str(bundle)).exit_code == 0  # made while the lock was intact
+    before = edit(project, r'hash = "git-sha1:[0-9a-f]{40}"', f'hash = "git-sha1:{"0" * 40}"')
+    edited = (project / "kernels.lock").read_bytes()
+    assert edited != before
+    hub.log.clear()
+    commands = [
+        ["sync"],
+        ["sync", "--locked"],
+        ["sync", "--frozen"],
+        ["sync", "--offline"],
+        ["sync", "--all-environments"],
+        ["sync", "--from", str(bundle)],
+        ["lock", "--check"],
+        ["verify"],
+        ["show"],
+        ["show", "--json"],
+        ["outdated"],
+        ["export", "--format", "kernels", "-o", str(tmp_path / "kernels.json")],
+        ["bundle", "-o", str(tmp_path / "other.tar")],
+    ]
+    for args in commands:
+        done = cli(project, *args)
+        assert done.exit_code == 1, (args, done.output)
+        assert done.output.startswith("error: ") and "was edited after kernlock wrote it" in done.output, args
+        assert all(fix in done.output for fix in FIXES), (args, done.output)
+    assert (project / "kernels.lock").read_bytes() == edited
+    assert not (tmp_path / "kernels.json").exists() and not (tmp_path / "other.tar").exists()
+    assert hub.log.count(contains="/resolve/") == 0  # not one file was downloaded
+
+    for argv in (["serve", "--port", "0"], ["run", "--", sys.executable, "-c", "print('CMD ran')"]):
+        done = run_cli(*argv[:1], "--project", str(project), *argv[1:], env=user_env, timeout=120)
+        assert_clean_error(done, "was edited after kernlock wrote it", *FIXES)
+        assert "CMD ran" not in done.stdout and "serving" not in done.stdout
+    code = f"import kernlock.activate, kernels; kernels.get_kernel({locked.a!r}, version=1); print('loaded')"
+    child = subprocess.run(
+        [sys.executable, "-c", code], cwd=project, env=user_env, capture_output=True, text=True, timeout=300
+    )
+    assert child.returncode == 1 and "loaded" not in child.stdout
+    assert "was edited after kernlock wrote it" in child.stderr and all(fix in child.stderr for fix in FIXES)
+    assert (project / "kernels.lock").read_bytes() == edited
+    assert hub.log.count(contains="/resolve/") == 0
+
+
+# -- `kernlock lock` keeps every pin it can read -------------------------------------------------------------
+
+EDITS = {
+    "hash": (r'hash = "git-sha1:[0-9a-f]{40}"', f'hash = "git-sha1:{"0" * 40}"'),
+    "size": (r"size = (\d+)", r"size = 1\1"),
+    "path": (r'path = "__init__.py"', 'path = "__init__2.py"'),
+}
+
+
+@pytest.mark.parametrize("field", sorted(EDITS))
+def test_lock_keeps_every_pin_of_an_edited_lock(locked: Locked, project: Path, field: str):
+    original = edit(project, *EDITS[field])
+    edited = (project / "kernels.lock").read_bytes()
+    check = cli(project, "lock", "--check")
+    assert check.exit_code == 1 and "was edited after kernlock wrote it" in check.output
+    dry = cli(project, "lock", "--dry-run")
+    assert dry.exit_code == 0 and "would write kernels.lock" in dry.output, dry.output
+    assert (project / "kernels.lock").read_bytes() == edited  # neither wrote anything
+
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert "kernels.lock failed its checks: it was edited after kernlock wrote it" in done.output
+    assert "kept 2 pins it could still read" in done.output
+    moved_only_where_printed(locked.pins, commits(project), done.output)
+    assert not re.search(r"^(Added|Updated|Removed) ", done.output, re.M), done.output
+    assert (project / "kernels.lock").read_bytes() == original  # every pin kept; files read again from the Hub
+    assert cli(project, "lock", "--check").exit_code == 0
+
+
+def test_an_edited_commit_the_hub_lacks_is_an_error(locked: Locked, project: Path):
+    pin = locked.pins[locked.a]
+    edit(project, pin, ("1" if pin[0] != "1" else "2") + pin[1:])
+    edited = (project / "kernels.lock").read_bytes()
+    done = cli(project, "lock")
+    assert done.exit_code == 1, done.output
+    assert "which the Hub does not have: the pin may have been edited by hand" in done.output
+    assert "`git checkout HEAD -- kernels.lock`" in done.output
+    assert f"`kernlock lock --upgrade-kernel {locked.a}`" in done.output
+    assert (project / "kernels.lock").read_bytes() == edited
+    upgraded = cli(project, "lock", "--upgrade-kernel", locked.a)  # the fix it names: resolved anew, and said
+    assert upgraded.exit_code == 0, upgraded.output
+    assert re.search(rf"^Updated {locked.a} v1 [0-9a-f]{{8}} -> {locked.heads[locked.a][:8]}$", upgraded.output, re.M)
+    assert commits(project) == {locked.a: locked.heads[locked.a], locked.b: locked.pins[locked.b]}
+
+
+def test_a_deleted_entry_is_resolved_anew_and_said(locked: Locked, project: Path):
+    text = (project / "kernels.lock").read_text()
+    (project / "kernels.lock").write_text(text.replace(block(text, locked.b), ""))
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert "kept 1 pin it could still read" in done.output
+    after = commits(project)
+    assert after == {locked.a: locked.pins[locked.a], locked.b: locked.heads[locked.b]}
+    moved_only_where_printed(locked.pins, after, done.output)
+    assert f"Added {locked.b} v1 {locked.heads[locked.b][:8]}" in done.output
+
+
+def test_a_duplicated_entry_is_kept_once(locked: Locked, project: Path):
+    path = project / "kernels.lock"
+    original = path.read_text()
+    path.write_text(original + block(original, locked.a))
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert "two entries of" in done.output and "lock the same commit" in done.output
+    assert path.read_text() == original
+
+    # A duplicate at another commit of the same branch: the newer one on the branch wins, and the choice is said.
+    newer = block(original, locked.a).replace(locked.pins[locked.a], locked.heads[locked.a])
+    path.write_text(original + newer)
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    kept = f"kept {locked.heads[locked.a][:8]} (line "
+    assert f"chose: {locked.a} v1: " in done.output and kept in done.output and "the newer commit on v1" in done.output
+    assert commits(project) == {locked.a: locked.heads[locked.a], locked.b: locked.pins[locked.b]}
+
+
+def test_a_broken_toml_line_keeps_the_pins_around_it(locked: Locked, project: Path):
+    path = project / "kernels.lock"
+    original = path.read_text()
+    # A files line of a's entry loses a brace: its block is read line by line, and its pin is kept.
+    path.write_text(original.replace('"},\n', '",\n', 1))
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert "it is not valid TOML" in done.output and "kept 2 pins" in done.output
+    assert path.read_text() == original
+    # b's commit line itself is broken: only that entry is resolved anew, and said.
+    at = original.index(f'commit = "{locked.pins[locked.b]}"')
+    path.write_text(original[:at] + original[at:].replace(f'"{locked.pins[locked.b]}"', locked.pins[locked.b], 1))
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert "kept 1 pin it could still read; 1 entry could not be read (resolved anew):" in done.output
+    line = original[:at].count("\n") + 1
+    assert re.search(rf"line \d+ \(\[\[kernel\]\] #\d\) \({locked.b}\)", done.output), (line, done.output)
+    after = commits(project)
+    assert after == {locked.a: locked.pins[locked.a], locked.b: locked.heads[locked.b]}
+    assert f"Added {locked.b} v1 {locked.heads[locked.b][:8]} (resolved anew: its entry could not be read)" in (
+        done.output
+    )
+    moved_only_where_printed(locked.pins, after, done.output)
+
+
+def test_add_and_remove_repair_a_damaged_lock_too(locked: Locked, project: Path, catalog: Catalog):
+    edit(project, *EDITS["size"])
+    done = cli(project, "add", f"{catalog.universal}@v1", "--no-sync")
+    assert done.exit_code == 0, done.output
+    assert f"Repaired {locked.a} v1 {locked.pins[locked.a][:8]}" in done.output
+    assert f"Repaired {locked.b} v1 {locked.pins[locked.b][:8]}" in done.output
+    assert re.search(rf"^Added {catalog.universal} v1 [0-9a-f]{{8}}$", done.output, re.M), done.output
+    assert {k: v for k, v in commits(project).items() if k != catalog.universal} == locked.pins
+
+    edit(project, *EDITS["size"])
+    done = cli(project, "remove", locked.b)
+    assert done.exit_code == 0, done.output
+    assert f"Repaired {locked.a} v1 {locked.pins[locked.a][:8]}" in done.output
+    assert f"Removed {locked.b} v1 {locked.pins[locked.b][:8]}" in done.output
+    assert commits(project)[locked.a] == locked.pins[locked.a] and locked.b not in commits(project)
