@@ -145,7 +145,9 @@ def read_pins(text: str, side: str = "") -> tuple[list[Pin], list[str]]:
 
 
 def _where(side: str, line: int, index: int) -> str:
-    return f"{side + ' ' if side else ''}line {line} ([[kernel]] #{index + 1})"
+    """Where an entry was read: its line in the file, or (on a side of a conflict, whose lines are not the file's)
+    its place on that side."""
+    return f"{side} [[kernel]] #{index + 1}" if side else f"line {line} ([[kernel]] #{index + 1})"
 
 
 def _split(found: list[Pin | str]) -> tuple[list[Pin], list[str]]:
@@ -260,8 +262,9 @@ def _choose(pins: list[Pin], hub: Hub) -> tuple[list[Pin], list[str]]:
                 continue
             newer, why = _newer(hub, winner, other)
             choices.append(
-                f"chose: {repo} {requested}: {winner.origin} locks {winner.commit[:SHORT]}, {other.origin} "
-                f"{other.commit[:SHORT]}; kept {newer.commit[:SHORT]} ({newer.side or newer.origin}), {why}"
+                f"chose: {repo} {requested}: {winner.side or winner.origin} locks {winner.commit[:SHORT]}, "
+                f"{other.side or other.origin} {other.commit[:SHORT]}; kept {newer.commit[:SHORT]} "
+                f"({newer.side or newer.origin}), {why}"
             )
             winner = newer
         environments = tuple(sorted({e for pin in group if pin.commit == winner.commit for e in pin.environments}))
@@ -313,7 +316,7 @@ def _newer(hub: Hub, a: Pin, b: Pin) -> tuple[Pin, str]:
 def report(found: Salvage, new: Lock, project: Project) -> Repair:
     """What `kernlock lock` says of the repair that made ``new`` from ``found``."""
     summary = [f"kernels.lock failed its checks: {found.why}."]
-    read = f"kept {count(len(found.pins), 'pin')} it could still read"
+    read = f"{count(len(found.pins), 'pin')} could still be read"
     if found.unreadable:
         read += f"; {count(len(found.unreadable), 'entry', 'entries')} could not be read (resolved anew):"
     summary.append(read)
