@@ -1,11 +1,10 @@
 """A kernels.lock that failed its checks, read back as far as it can be: the pins `kernlock lock` keeps.
 
 Every command that only reads the lock refuses such a file (:func:`kernlock.lockfile.damaged`). `kernlock lock`,
-`add` and `remove` keep every pin (repo, requested revision, commit) they can still read: the whole file with
-tomllib if it parses, else each ``[[kernel]]`` block, else the lines of a block one by one. A file with git
-merge-conflict markers is read as both of its sides. Where pins of one revision differ (the two sides of a merge, a
-duplicated entry), the newer commit in the Hub's history of its branch wins; where the sides lock different
-revisions, the one pyproject.toml asks for wins. Each choice is said (``chose: ...``).
+`add` and `remove` keep every pin (repo, requested revision, commit) they can still read (:mod:`kernlock.lockpins`
+reads them). A file with git merge-conflict markers is read as both of its sides. Where pins of one revision differ
+(the two sides of a merge, a duplicated entry), the newer commit in the Hub's history of its branch wins; where the
+sides lock different revisions, the one pyproject.toml asks for wins. Each choice is said (``chose: ...``).
 
 The resolver then reads each kept pin's variants and files again from the Hub at that commit (nothing else of the
 damaged file is trusted) and resolves anew only what could not be read; :func:`report` says, entry by entry, what
@@ -14,18 +13,11 @@ was kept and what changed.
 
 from __future__ import annotations
 
-import re
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from kernlock import names
 from kernlock.changes import SHORT
 from kernlock.errors import NotFoundError
+from kernlock.lockpins import Pin, read_pins, sides
 from kernlock.values import value
 from kernlock.wording import count
 
@@ -34,25 +26,7 @@ if TYPE_CHECKING:
     from kernlock.lockmodel import Lock, LockedKernel
     from kernlock.project import Project
 
-__all__ = ["Pin", "Repair", "Salvage", "read_pins", "report", "salvage", "sides"]
-
-_KERNEL = "[[kernel]]"
-_HEX = re.compile(r"[0-9a-f]{4,40}")
-_LINE = re.compile(r"\s*(repo|requested|ref|commit|environments|required-by)\s*=")
-
-
-@value
-class Pin:
-    """One entry's pin as read back from a damaged lock (its variants and files are read again from the Hub)."""
-
-    repo: str
-    requested: str
-    ref: str
-    commit: str
-    environments: tuple[str, ...] = ()
-    required_by: tuple[str, ...] = ()
-    origin: str = ""  # where it was read: "line 9", "ours (HEAD) line 9"
-    side: str = ""  # the side of a merge conflict it was read from ("ours (HEAD)"), "" outside one
+__all__ = ["Repair", "Salvage", "report", "salvage"]
 
 
 @value
@@ -78,150 +52,6 @@ class Repair:
     summary: tuple[str, ...]
     changes: tuple[str, ...]
     conflicted: bool = False
-
-
-# -- reading -----------------------------------------------------------------------------------------------------
-
-
-def sides(text: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
-    """The two sides of a text with git merge-conflict markers, each as (label, text), or None when it has none.
-    Lines outside a conflict belong to both; a diff3 base section (``|||||||``) to neither."""
-    ours: list[str] = []
-    theirs: list[str] = []
-    labels = ["ours", "theirs"]
-    state = ""
-    found = False
-    for line in text.splitlines(keepends=True):
-        bare = line.rstrip("\r\n")
-        if bare.startswith("<<<<<<<") and state == "":
-            state, found = "ours", True
-            labels[0] = _label("ours", bare[7:])
-        elif bare.startswith("|||||||") and state == "ours":
-            state = "base"
-        elif bare == "=======" and state in ("ours", "base"):
-            state = "theirs"
-        elif bare.startswith(">>>>>>>") and state == "theirs":
-            state = ""
-            labels[1] = _label("theirs", bare[7:])
-        else:
-            if state in ("", "ours"):
-                ours.append(line)
-            if state in ("", "theirs"):
-                theirs.append(line)
-    if not found:
-        return None
-    return (labels[0], "".join(ours)), (labels[1], "".join(theirs))
-
-
-def _label(side: str, marker: str) -> str:
-    name = marker.strip()[:60]
-    return f"{side} ({name})" if name else side
-
-
-def read_pins(text: str, side: str = "") -> tuple[list[Pin], list[str]]:
-    """Every pin ``text`` still holds, and a line per entry it could not read: the whole text with tomllib if it
-    parses, else each ``[[kernel]]`` block, else the lines of a block one by one."""
-    lines = text.split("\n")
-    starts = [i for i, line in enumerate(lines) if line.strip() == _KERNEL]
-    try:
-        data: Any = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError):
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("kernel"), list) and len(data["kernel"]) == len(starts):
-        found = [_pin(table, _where(side, starts[i] + 1, i), side) for i, table in enumerate(data["kernel"])]
-        return _split(found)
-    found = []
-    for i, start in enumerate(starts):
-        block = lines[start : starts[i + 1] if i + 1 < len(starts) else len(lines)]
-        try:
-            tables = tomllib.loads("\n".join(block)).get("kernel")
-        except (tomllib.TOMLDecodeError, RecursionError):
-            tables = None
-        if isinstance(tables, list) and len(tables) == 1:
-            found.append(_pin(tables[0], _where(side, start + 1, i), side))
-        else:
-            found += _scan(block, start, side, i)
-    return _split(found)
-
-
-def _where(side: str, line: int, index: int) -> str:
-    """Where an entry was read: its line in the file, or (on a side of a conflict, whose lines are not the file's)
-    its place on that side."""
-    return f"{side} [[kernel]] #{index + 1}" if side else f"line {line} ([[kernel]] #{index + 1})"
-
-
-def _split(found: list[Pin | str]) -> tuple[list[Pin], list[str]]:
-    return [p for p in found if isinstance(p, Pin)], [p for p in found if isinstance(p, str)]
-
-
-def _scan(block: list[str], start: int, side: str, index: int) -> list[Pin | str]:
-    """The pins of a block that is not TOML, line by line: each ``key = value`` line that still parses (a block
-    whose own ``[[kernel]]`` line was damaged is read with the block above it, so each ``repo`` line starts a pin)."""
-    found: list[Pin | str] = []
-    table: dict[str, Any] = {}
-    first = start + 1
-    in_head = True
-    for offset, line in enumerate(block):
-        stripped = line.strip()
-        if stripped.startswith("[") and offset > 0:
-            in_head = False
-        match = _LINE.match(line)
-        if match is None:
-            continue
-        key = match.group(1)
-        try:
-            item = tomllib.loads(stripped)[key]
-        except (tomllib.TOMLDecodeError, RecursionError, KeyError):
-            continue
-        if key == "repo":
-            if table:
-                found.append(_pin(table, _where(side, first, index), side))
-            table, first, in_head = {}, start + offset + 1, True
-        if key != "environments" or in_head:
-            table.setdefault(key, item)
-    if table or not found:
-        found.append(_pin(table, _where(side, first, index), side))
-    return found
-
-
-def _pin(table: Any, where: str, side: str) -> Pin | str:
-    """The pin of one entry's table (read at ``where``, on ``side`` of a conflict), or why it cannot be read."""
-    if not isinstance(table, dict):
-        return f"{where}: not a table"
-    try:
-        repo = names.check_repo(table.get("repo"))
-        requested = names.check_ref(table.get("requested"))
-        commit = names.check_commit(table.get("commit"))
-    except ValueError as err:
-        named = table.get("repo")
-        return f"{where}{f' ({named})' if _is_repo(named) else ''}: {str(err)[:200]}"
-    if len(requested) == 40 and _HEX.fullmatch(requested) and requested != commit:
-        return f"{where} ({repo}): its commit is not the commit it requests"
-    # The ref is what the resolver would have resolved `requested` through; it is derived, not read.
-    short = _HEX.fullmatch(requested) is not None and commit.startswith(requested)
-    ref = commit if short else requested.removeprefix("refs/heads/").removeprefix("refs/tags/")
-    return Pin(
-        repo=repo,
-        requested=requested,
-        ref=ref,
-        commit=commit,
-        environments=_strings(table.get("environments")),
-        required_by=tuple(r for r in _strings(table.get("required-by")) if _is_repo(r)),
-        origin=where,
-        side=side,
-    )
-
-
-def _strings(item: object) -> tuple[str, ...]:
-    return tuple(item) if isinstance(item, list) and all(isinstance(v, str) for v in item) else ()
-
-
-def _is_repo(item: object) -> bool:
-    try:
-        names.check_repo(item)
-    except ValueError:
-        return False
-    return True
 
 
 # -- choosing ----------------------------------------------------------------------------------------------------

@@ -9,9 +9,8 @@ resolved the same way, as their own entries. Requests run in parallel, one wave 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
@@ -24,11 +23,10 @@ from kernlock.values import replace
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.hub import Hub
+    from kernlock.lockpins import Pinned, Pins
 
 __all__ = [
     "MAX_WORKERS",
-    "Pinned",
-    "Pins",
     "latest_version",
     "locked_variants",
     "resolve",
@@ -36,23 +34,6 @@ __all__ = [
 
 
 MAX_WORKERS = 16
-
-
-class Pinned(Protocol):
-    """A pin the resolver keeps: a lock entry, or a pin read back from a damaged lock (:mod:`kernlock.repair`)."""
-
-    @property
-    def requested(self) -> str: ...
-    @property
-    def ref(self) -> str: ...
-    @property
-    def commit(self) -> str: ...
-
-
-class Pins(Protocol):
-    """The pins of a previous lock, per repo: a Lock, or what :mod:`kernlock.repair` read of a damaged one."""
-
-    def entries(self, repo: str) -> Sequence[Pinned]: ...
 
 
 @dataclass
