@@ -87,7 +87,7 @@ def sides(text: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
 
 
 def _label(side: str, marker: str) -> str:
-    name = marker.strip()[:60]
+    name = "".join(c for c in marker.strip() if c.isprintable())[:60]  # a label from the file: no escapes
     return f"{side} ({name})" if name else side
 
 

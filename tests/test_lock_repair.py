@@ -292,18 +292,21 @@ def git(where: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return done
 
 
+@pytest.mark.parametrize("style", ["merge", "diff3"])
 def test_conflict_markers_of_a_real_merge_keep_both_sides_pins(
-    catalog: Catalog, user_env: dict[str, str], tmp_path: Path
+    catalog: Catalog, user_env: dict[str, str], tmp_path: Path, style: str
 ):
     """Two branches lock x at different commits of v1, and y at v1 (feature) and v2 (main, whose pyproject.toml
     asks for v2); `git merge` leaves conflict markers in kernels.lock. Reading commands refuse it, naming fixes
-    that work on an unmerged path; `kernlock lock` keeps the newer x and main's y, printing each choice."""
+    that work on an unmerged path; `kernlock lock` keeps the newer x and main's y, printing each choice. In both
+    of git's conflict styles (diff3 adds the merge base between the sides)."""
     x = own_repo(catalog, {"v1": [CPU_ENV]})
     y = own_repo(catalog, {"v1": [CPU_ENV], "v2": [CPU_ENV]})
     project = tmp_path / "project"
     project.mkdir()
     write_pyproject(project, f'"{x}" = "v1"\n"{y}" = "v1"\n', environments=[CPU_ENV])
     git(project, "init", "-q", "-b", "main")
+    git(project, "config", "merge.conflictStyle", style)
     assert cli(project, "lock").exit_code == 0
     git(project, "add", "-A")
     git(project, "commit", "-qm", "lock")
@@ -327,6 +330,7 @@ def test_conflict_markers_of_a_real_merge_keep_both_sides_pins(
     assert merge.returncode != 0 and "CONFLICT (content): Merge conflict in kernels.lock" in merge.stdout
     conflicted = (project / "kernels.lock").read_text()
     assert "<<<<<<< HEAD\n" in conflicted and ">>>>>>> main\n" in conflicted
+    assert ("\n||||||| " in conflicted) == (style == "diff3")
 
     sync = run_cli("sync", "--project", str(project), env=user_env)
     assert_clean_error(sync, "it holds git merge-conflict markers", *FIXES)
