@@ -1,7 +1,7 @@
 """Pins read back from a kernels.lock that fails its checks, as far as it can be read (:mod:`kernlock.repair`
 keeps them): the whole text with tomllib if it parses, else each ``[[kernel]]`` block, else the lines of a block one
 by one; a text with git merge-conflict markers is split into its two sides first. Only each entry's repo, requested
-revision and commit are read (its ref follows from them); nothing else of a damaged file is trusted."""
+revision and commit are read (its ref follows from them; its variants and files are read again from the Hub)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ __all__ = ["Pin", "Pinned", "Pins", "read_pins", "sides"]
 
 _KERNEL = "[[kernel]]"
 _HEX = re.compile(r"[0-9a-f]{4,40}")
-_LINE = re.compile(r"\s*(repo|requested|ref|commit|environments|required-by)\s*=")
+_LINE = re.compile(r"\s*(repo|requested|commit)\s*=")
 
 
 class Pinned(Protocol):
@@ -50,9 +50,7 @@ class Pin:
     requested: str
     ref: str
     commit: str
-    environments: tuple[str, ...] = ()
-    required_by: tuple[str, ...] = ()
-    origin: str = ""  # where it was read: "line 9", "ours (HEAD) line 9"
+    origin: str = ""  # where it was read: "line 9 ([[kernel]] #2)", "ours (HEAD) [[kernel]] #2"
     side: str = ""  # the side of a merge conflict it was read from ("ours (HEAD)"), "" outside one
 
 
@@ -133,11 +131,8 @@ def _scan(block: list[str], start: int, side: str, index: int) -> list[Pin | str
     found: list[Pin | str] = []
     table: dict[str, Any] = {}
     first = start + 1
-    in_head = True
     for offset, line in enumerate(block):
         stripped = line.strip()
-        if stripped.startswith("[") and offset > 0:
-            in_head = False
         match = _LINE.match(line)
         if match is None:
             continue
@@ -149,9 +144,8 @@ def _scan(block: list[str], start: int, side: str, index: int) -> list[Pin | str
         if key == "repo":
             if table:
                 found.append(_pin(table, _where(side, first, index), side))
-            table, first, in_head = {}, start + offset + 1, True
-        if key != "environments" or in_head:
-            table.setdefault(key, item)
+            table, first = {}, start + offset + 1
+        table.setdefault(key, item)
     if table or not found:
         found.append(_pin(table, _where(side, first, index), side))
     return found
@@ -178,15 +172,9 @@ def _pin(table: Any, where: str, side: str) -> Pin | str:
         requested=requested,
         ref=ref,
         commit=commit,
-        environments=_strings(table.get("environments")),
-        required_by=tuple(r for r in _strings(table.get("required-by")) if _is_repo(r)),
         origin=where,
         side=side,
     )
-
-
-def _strings(item: object) -> tuple[str, ...]:
-    return tuple(item) if isinstance(item, list) and all(isinstance(v, str) for v in item) else ()
 
 
 def _is_repo(item: object) -> bool:

@@ -97,20 +97,7 @@ def _choose(pins: list[Pin], hub: Hub) -> tuple[list[Pin], list[str]]:
                 f"({newer.side or newer.origin}), {why}"
             )
             winner = newer
-        environments = tuple(sorted({e for pin in group if pin.commit == winner.commit for e in pin.environments}))
-        required = tuple(sorted({r for pin in group for r in pin.required_by}))
-        kept.append(
-            Pin(
-                repo=winner.repo,
-                requested=winner.requested,
-                ref=winner.ref,
-                commit=winner.commit,
-                environments=environments,
-                required_by=required,
-                origin=winner.origin,
-                side=winner.side,
-            )
-        )
+        kept.append(winner)
     return kept, choices
 
 
