@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
 
 from kernlock import distributions
-from kernlock.values import value
 
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
@@ -66,7 +66,7 @@ def installed(name: str) -> str | None:
     return distributions.version(name)
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gate:
     """The kernels version range the installed transformers accepts, and whether kernels is in it."""
 

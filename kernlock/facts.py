@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
-
-from kernlock import values
 
 __all__ = [
     "FREE_THREADED_ABI3",
@@ -52,7 +51,7 @@ class FactError(ValueError):
     """An optional fact that is not valid; the message names the fix."""
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """The optional facts of one environment (None: not declared)."""
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from kernlock import activated
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedKernel, LockedVariant
-from kernlock.values import value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retr
 # -- the state of one activation ------------------------------------------------------------------------------
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Located:
     """A locked build, verified: what a load of ``entry.repo`` gets here."""
 
