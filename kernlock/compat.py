@@ -9,8 +9,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from kernlock import distributions
-
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
     "GENERATIONS",
@@ -61,9 +59,15 @@ def legacy_loader() -> str | None:
 
 
 def installed(name: str) -> str | None:
-    """The installed version of distribution ``name``, or None: importlib.metadata's answer, without its imports
-    (email, zipfile: ~15 ms of `kernlock env`)."""
-    return distributions.version(name)
+    """The installed version of distribution ``name`` (the first on ``sys.path``), or None. ``importlib.metadata``
+    is imported here, on first use: its imports (email, zipfile, csv) cost ~15 ms, which only the commands that
+    read installed versions pay (`kernlock env`, the detection of this machine's facts)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -213,9 +213,9 @@ def _detect_python() -> str:
 
 
 def _installed_version(distribution: str) -> Version | None:
-    from kernlock import distributions
+    from kernlock.compat import installed
 
-    found = distributions.version(distribution)
+    found = installed(distribution)
     try:
         return None if found is None else Version(found)
     except InvalidVersion:
