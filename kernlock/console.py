@@ -1,7 +1,7 @@
 """The ``kernlock`` command as installed: :func:`kernlock.cli.main`, then an exit without the interpreter's teardown.
 
-When a command is done, Python still frees every module and object it made, one by one: about 20 ms of a 140 ms no-
-op ``kernlock sync`` on a 2-core machine, more than the command's own work. The console script (and ``python -m
+When a command is done, Python still frees every module and object it made, one by one: about 20 ms of a 140 ms
+no-op ``kernlock sync`` on a 2-core machine, more than the command's own work. The console script (and ``python -m
 kernlock``) instead runs the ``atexit`` handlers, flushes its output and ends the process at once. It does so only
 when no other thread is alive; a command that leaves one (``kernlock serve``'s server) takes the ordinary exit, and
 so does a run that asks to see warnings (``python -X dev``, ``-W``, ``PYTHONWARNINGS``): the teardown is where a
