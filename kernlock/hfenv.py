@@ -2,7 +2,7 @@
 
 The Hub cache and the offline switch are huggingface_hub's own (``huggingface_hub.constants``, read from the
 environment once, at its import): the library's answer, not a copy of its derivation that could drift.
-``huggingface_hub.constants`` imports only the standard library and the package's lazy ``__init__`` (~4 ms here,
+``huggingface_hub.constants`` imports only the standard library and the package's lazy ``__init__`` (1-4 ms here,
 not the network stack, which a command that makes no request never imports). kernlock's own cache
 (:func:`cache_root`) and the privacy check of what it holds (:func:`private`) are kernlock's.
 """
