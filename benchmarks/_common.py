@@ -62,13 +62,24 @@ def write_project(project: Path, repos: list[str], environments: list[str], rev:
     )
 
 
+#: The libraries kernlock's commands import, compiled with it (an installer compiles them; uv does not by default).
+LIBRARIES = ("click", "packaging", "huggingface_hub", "kernels", "tomlkit", "filelock")
+
+
 def compile_bytecode() -> None:
-    """Compile kernlock's bytecode (PYTHONDONTWRITEBYTECODE may be set): processes start as installed ones do."""
+    """Compile the bytecode of kernlock and the libraries its commands import (PYTHONDONTWRITEBYTECODE may be set,
+    and uv installs without bytecode): processes start as installed ones do, whichever venv runs them."""
     import compileall
+    import importlib.util
 
     import kernlock
 
     compileall.compile_dir(str(Path(kernlock.__file__).parent), quiet=1)
+    for name in LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            for folder in spec.submodule_search_locations:
+                compileall.compile_dir(folder, quiet=1)
 
 
 def machine_catalog(root: Path, kernels: int, env: str, versions: int = 2) -> tuple[list[str], list[str]]:

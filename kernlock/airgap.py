@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["BundleResult", "bundle", "mirror_app", "serve", "sync_from"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BundleResult:
     path: Path
     size: int  # bytes

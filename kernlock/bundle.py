@@ -184,7 +184,7 @@ def _changed(entry: LockedKernel, variant: LockedVariant, locked: LockedFile, so
 # -- reading -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Member:
     """Where a member's bytes are in the bundle file."""
 
@@ -256,7 +256,7 @@ class Bundle:
             raise self._fail(f"entry {info.name} is not named by its manifest, or appears twice")
         if index < len(_HEADER_MEMBERS) and info.name != _HEADER_MEMBERS[index]:
             raise self._fail(f"{_HEADER_MEMBERS[index]} must be entry {index + 1}")
-        self.members[info.name] = Member(info.name, info.offset_data, info.size)
+        self.members[info.name] = Member(name=info.name, offset=info.offset_data, size=info.size)
         if info.name == MANIFEST:
             self._read_manifest(tar, info, expected)
         elif info.name == MANIFEST_HASH:

@@ -17,7 +17,7 @@ __all__ = ["SHORT", "Change", "LockDiff", "diff"]
 SHORT = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Change:
     """One entry's change: ``kind`` is ``added``, ``removed`` or ``updated``; ``details`` are per environment."""
 
@@ -54,7 +54,7 @@ class Change:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LockDiff:
     """Every change from one lock to another; empty when they lock the same things."""
 
@@ -95,16 +95,16 @@ def diff(old: Lock | None, new: Lock) -> LockDiff:
         after = [k for k in new.kernels if k.repo == repo]
         for a, b in _pairs(before, after):
             if a is None or b is None:
-                changes.append(Change("added" if a is None else "removed", repo, a, b))
+                changes.append(Change(kind="added" if a is None else "removed", repo=repo, old=a, new=b))
             elif _same(a, b):
                 unchanged += 1
             else:
-                changes.append(Change("updated", repo, a, b, tuple(_details(a, b))))
+                changes.append(Change(kind="updated", repo=repo, old=a, new=b, details=tuple(_details(a, b))))
     return LockDiff(
-        tuple(changes),
-        tuple(sorted(set(new.environments) - old_envs)),
-        tuple(sorted(old_envs - set(new.environments))) if old else (),
-        unchanged,
+        changes=tuple(changes),
+        added_environments=tuple(sorted(set(new.environments) - old_envs)),
+        removed_environments=tuple(sorted(old_envs - set(new.environments))) if old else (),
+        unchanged=unchanged,
     )
 
 

@@ -75,10 +75,13 @@ def _print_repair(repaired: Repair, written: bool, dry_run: bool) -> None:
 
 def print_env(report: dict[str, Any]) -> None:
     """`env`: this machine, its library versions and loader, the load paths, and each locked kernel's variant."""
-    click.echo(f"environment: {report['environment']}")
-    from kernlock.facts import as_toml
+    if report["environment"] is None:
+        click.secho(f"environment: unknown ({report['environment_error']})", fg="yellow")
+    else:
+        from kernlock.facts import as_toml
 
-    click.echo(f"declare as: {as_toml(report['declared'])}")
+        click.echo(f"environment: {report['environment']}")
+        click.echo(f"declare as: {as_toml(report['declared'])}")
     for name, version in report["versions"].items():
         click.echo(f"{name}: {version or 'not installed'}")
     if report.get("unsupported_loader"):

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
-
-from kernlock import distributions
-from kernlock.values import value
 
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
@@ -61,12 +59,18 @@ def legacy_loader() -> str | None:
 
 
 def installed(name: str) -> str | None:
-    """The installed version of distribution ``name``, or None: importlib.metadata's answer, without its imports
-    (email, zipfile: ~15 ms of `kernlock env`)."""
-    return distributions.version(name)
+    """The installed version of distribution ``name`` (the first on ``sys.path``), or None. ``importlib.metadata``
+    is imported here, on first use: its imports (email, zipfile, csv) cost ~15 ms, which only the commands that
+    read installed versions pay (`kernlock env`, the detection of this machine's facts)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gate:
     """The kernels version range the installed transformers accepts, and whether kernels is in it."""
 

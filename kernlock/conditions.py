@@ -6,11 +6,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from kernlock import values
 from kernlock.errors import SpecError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ _CLAUSE = re.compile(r"\s*(torch|cuda|rocm|os|arch)\s*(==|!=|<=|>=|<|>)\s*([A-Za
 _VERSIONED = {"torch", "cuda", "rocm"}
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Condition:
     """A `when` expression: clauses like ``cuda == 12.8`` joined by ``and``."""
 

@@ -13,13 +13,14 @@ import importlib.util
 import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from kernlock import facts as optional
-from kernlock import values, variant_rule, variant_types, variants
+from kernlock import variant_rule, variant_types, variants
 from kernlock.errors import EnvironmentStringError, KernlockError
 
 __all__ = [
@@ -46,7 +47,7 @@ def _with_abi_rule(name: str) -> str:
     assert isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.Torch)
     abi = True if parsed.os == "linux" else None
     if parsed.framework.cxx11_abi is None or abi is None:
-        parsed = values.replace(parsed, framework=values.replace(parsed.framework, cxx11_abi=abi))
+        parsed = replace(parsed, framework=replace(parsed.framework, cxx11_abi=abi))
     return parsed.variant_str
 
 
@@ -94,49 +95,16 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
     return parsed
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
 class Environment:
     """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS (its ``name``, the
     environment string), and the optional facts the loader also decides on (``extras``: GPU compute capabilities,
     Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.facts.Facts`). A frozen value, equal,
-    hashed and ordered by name; its parse is made once, on first use. (Written by hand, not as a
-    :mod:`kernlock.values` value: equality leaves ``extras`` out and the parse is cached in a slot.)"""
+    hashed and ordered by name alone (``extras`` is left out); its parse is made once, on first use, and kept."""
 
-    __slots__ = ("_parsed", "extras", "name")
     name: str
-    extras: optional.Facts
-    _parsed: variant_types.ArchVariant | None
-
-    def __init__(self, *, name: str, extras: optional.Facts | None = None) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "extras", optional.Facts() if extras is None else extras)
-        object.__setattr__(self, "_parsed", None)
-
-    def __setattr__(self, name: str, item: object) -> None:
-        raise values.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        return self.name == other.name if type(other) is type(self) else NotImplemented
-
-    def __lt__(self, other: Environment) -> bool:
-        return self.name < other.name if type(other) is type(self) else NotImplemented
-
-    def __le__(self, other: Environment) -> bool:
-        return self.name <= other.name if type(other) is type(self) else NotImplemented
-
-    def __gt__(self, other: Environment) -> bool:
-        return self.name > other.name if type(other) is type(self) else NotImplemented
-
-    def __ge__(self, other: Environment) -> bool:
-        return self.name >= other.name if type(other) is type(self) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.name)
-
-    def __repr__(self) -> str:
-        return f"Environment(name={self.name!r}, extras={self.extras!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild, (self.name, self.extras)
+    extras: optional.Facts = field(default_factory=optional.Facts, compare=False)
+    _parsed: variant_types.ArchVariant | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> Environment:
@@ -251,11 +219,6 @@ class Environment:
         """The variant the kernels loader would load on this environment, or None."""
         accepted = self.accepted_variants(names)
         return accepted[0] if accepted else None
-
-
-def _rebuild(name: str, extras: optional.Facts) -> Environment:
-    """An environment again from its name and facts (pickle and copy)."""
-    return Environment(name=name, extras=extras)
 
 
 def detect() -> Environment:

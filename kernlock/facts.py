@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
-
-from kernlock import values
 
 __all__ = [
     "FREE_THREADED_ABI3",
@@ -52,7 +51,7 @@ class FactError(ValueError):
     """An optional fact that is not valid; the message names the fix."""
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """The optional facts of one environment (None: not declared)."""
 
@@ -214,9 +213,9 @@ def _detect_python() -> str:
 
 
 def _installed_version(distribution: str) -> Version | None:
-    from kernlock import distributions
+    from kernlock.compat import installed
 
-    found = distributions.version(distribution)
+    found = installed(distribution)
     try:
         return None if found is None else Version(found)
     except InvalidVersion:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache as memoize
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -32,7 +33,6 @@ from kernlock.cache import (
 )
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
-from kernlock.values import value
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
@@ -72,7 +72,7 @@ class FileSource(Protocol):
         """Write ``path`` at ``commit`` into ``dest``, resuming from the bytes ``dest`` already holds."""
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VariantResult:
     """What sync did for one variant."""
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernlock import names
 from kernlock.errors import ForeignLockError, ProjectError
-from kernlock.values import value
 
 if TYPE_CHECKING:
     from kernlock.project import Project
@@ -42,7 +42,7 @@ _VERSION = re.compile(r"v(\d{1,4})")
 _CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ForeignPin:
     """One entry of a kernels JSON lock: a repo, the revision it was asked at (``vN`` for a version) and its commit."""
 

@@ -1,8 +1,10 @@
-"""The caches and the offline switch, read from the environment without importing huggingface_hub (~250 ms).
+"""Where the caches are, the offline switch, and whether a folder is private to this user.
 
-huggingface_hub reads ``HF_HUB_CACHE``/``HF_HOME``/``HF_HUB_OFFLINE`` once, at its import. When it is already
-imported its values are the truth (the process may have changed the environment since); otherwise they are
-derived from the environment the same way, so a command that makes no request never imports the network stack.
+The Hub cache and the offline switch are huggingface_hub's own (``huggingface_hub.constants``, read from the
+environment once, at its import): the library's answer, not a copy of its derivation that could drift.
+``huggingface_hub.constants`` imports only the standard library and the package's lazy ``__init__`` (1-4 ms here,
+not the network stack, which a command that makes no request never imports). kernlock's own cache
+(:func:`cache_root`) and the privacy check of what it holds (:func:`private`) are kernlock's.
 """
 
 from __future__ import annotations
@@ -10,34 +12,23 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 from pathlib import Path
 
 __all__ = ["cache_root", "hub_cache", "offline", "private", "repo_folder"]
 
-_TRUE = {"1", "ON", "YES", "TRUE"}
-
 
 def hub_cache() -> str:
     """``huggingface_hub.constants.HF_HUB_CACHE``."""
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None:
-        return str(constants.HF_HUB_CACHE)
-    home = os.path.join(os.path.expanduser("~"), ".cache")
-    hf_home = os.path.expandvars(
-        os.path.expanduser(os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", home), "huggingface")))
-    )
-    legacy = os.getenv("HUGGINGFACE_HUB_CACHE", os.path.join(hf_home, "hub"))
-    return os.path.expandvars(os.path.expanduser(os.getenv("HF_HUB_CACHE", legacy)))
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
 
 
 def offline() -> bool:
     """``huggingface_hub.constants.HF_HUB_OFFLINE``."""
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None:
-        return bool(constants.HF_HUB_OFFLINE)
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    return value is not None and value.upper() in _TRUE
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def repo_folder(repo: str, repo_type: str = "kernel") -> str:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from kernlock import activated
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedKernel, LockedVariant
-from kernlock.values import value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retr
 # -- the state of one activation ------------------------------------------------------------------------------
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Located:
     """A locked build, verified: what a load of ``entry.repo`` gets here."""
 
@@ -103,15 +103,32 @@ def _current() -> _State:
     with _guard:
         if _state is None or _state.generation != activated.generation:
             from kernlock import lockindex
-            from kernlock.environment import detect
 
             settings = activated.settings()
             assert settings is not None
-            environment = str(detect())
+            environment = _detect()
             view = lockindex.read(settings.lockfile, environment)  # this environment's entries only
             _state = _State(activated.generation, view, environment, _backend_name())
             _warn_local_overrides(_state)
         return _state
+
+
+def _detect() -> str:
+    """This machine's environment for a load, or ActivationError: a lock names torch machines, so a process
+    without torch (kernels alone loads some kernels without it) cannot tell which locked build it would load."""
+    from kernlock.environment import detect
+
+    try:
+        return str(detect())
+    except KernlockError as err:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is not None:
+            raise ActivationError(str(err)) from None
+        raise ActivationError(
+            "kernlock cannot tell which locked build this process loads: torch is not installed, and every "
+            "environment of kernels.lock is a torch machine. Install torch, or load without kernlock.activate."
+        ) from None
 
 
 def _warn_local_overrides(state: _State) -> None:

@@ -51,7 +51,7 @@ _VERSION_BRANCH = re.compile(r"v\d+")
 Listing = dict[str, list[list[Any]]]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Refs:
     """Branches and tags of a repo, each name -> commit."""
 

@@ -26,7 +26,7 @@ __all__ = ["Transfer", "fetch_into"]
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Transfer:
     """One file's download: where it comes from, where it goes, how big it must be, how it is shown."""
 

@@ -62,7 +62,7 @@ Headers = list[tuple[str, str]]
 # -- tree entries ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Lfs:
     """The LFS part of a tree entry: the content's sha256, its size, and the size of the git pointer file."""
 
@@ -71,7 +71,7 @@ class Lfs:
     pointer_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     """One tree entry (a file or a folder) as the Hub lists it."""
 
@@ -118,7 +118,7 @@ def listing(entries: Iterable[Entry], path: str, recursive: bool) -> list[Entry]
 # -- answers -----------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class Response:
     """An answer: a body in memory, a generated stream, or ``length`` bytes of ``file`` from ``offset``."""
 
@@ -176,7 +176,7 @@ class Abort(Exception):
 def json_response(data: Any, status: int = 200, headers: Iterable[tuple[str, str]] = ()) -> Response:
     """A compact JSON answer."""
     body = json.dumps(data, separators=(",", ":")).encode()
-    return Response(status, [("Content-Type", "application/json; charset=utf-8"), *headers], body)
+    return Response(status=status, headers=[("Content-Type", "application/json; charset=utf-8"), *headers], body=body)
 
 
 def error(status: int, message: str, code: str | None = None, headers: Iterable[tuple[str, str]] = ()) -> Response:
@@ -249,7 +249,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class Call:
     """The parts of a WSGI request the apps read."""
 
@@ -269,7 +269,7 @@ class Call:
         if "://" in raw.split("?", 1)[0]:
             raw = "/" + raw.split("://", 1)[1].partition("/")[2]
         path, _, query = raw.partition("?")
-        return cls(environ, environ.get("REQUEST_METHOD", "GET").upper(), path, query)
+        return cls(environ=environ, method=environ.get("REQUEST_METHOD", "GET").upper(), raw_path=path, query=query)
 
     @property
     def full_path(self) -> str:
@@ -349,9 +349,9 @@ def ranged(call: Call, data: bytes | None, file: Path | None, size: int, headers
         headers = [*headers, ("Content-Range", f"bytes {start}-{end}/{size}")]
     length = max(0, end - start + 1)
     if data is not None:
-        return Response(status, headers, data[start : end + 1])
+        return Response(status=status, headers=headers, body=data[start : end + 1])
     assert file is not None
-    return Response(status, headers, length=length, file=file, offset=offset + start)
+    return Response(status=status, headers=headers, length=length, file=file, offset=offset + start)
 
 
 def send(call: Call, response: Response, start_response: Callable[..., Any]) -> Iterable[bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,6 @@ from kernlock.errors import DamagedLockError, KernlockError, LockError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
 from kernlock.lockmodel import Lock
 from kernlock.project import Project, Upgrade
-from kernlock.values import replace, value
 
 if TYPE_CHECKING:
     from kernlock import sync as syncing
@@ -106,7 +106,7 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
     return verifying.verify(lock, required)
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShowResult:
     rows: list[dict[str, Any]]  # one per lock entry
     stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None

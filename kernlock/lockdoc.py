@@ -3,11 +3,12 @@ kernlock writes (with their content hash). :mod:`kernlock.lockfile` reads and va
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 from typing import Any
 
-from kernlock import tomlwrite, values
+from kernlock import tomlwrite
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel
 
 __all__ = ["HEADER", "LOCK_VERSION", "content_hash", "dumps", "entry_table", "facts_document", "normalized"]
@@ -39,7 +40,7 @@ def normalized(lock: Lock) -> Lock:
             environments = _canonical(v.environments)
             files = v.files if _paths_increase(v.files) else _canonical(v.files)
             same = environments is v.environments and files is v.files
-            variants.append(v if same else values.replace(v, environments=environments, files=files))
+            variants.append(v if same else dataclasses.replace(v, environments=environments, files=files))
         variants.sort(key=lambda v: v.name)
         environments, required_by = _canonical(kernel.environments), _canonical(kernel.required_by)
         if (
@@ -50,7 +51,9 @@ def normalized(lock: Lock) -> Lock:
             kernels.append(kernel)
         else:
             kernels.append(
-                values.replace(kernel, environments=environments, variants=tuple(variants), required_by=required_by)
+                dataclasses.replace(
+                    kernel, environments=environments, variants=tuple(variants), required_by=required_by
+                )
             )
     kernels.sort(key=lambda k: (k.repo, k.environments, k.requested, k.commit))
     environments, facts = _canonical(lock.environments), _canonical(lock.facts)
@@ -60,7 +63,7 @@ def normalized(lock: Lock) -> Lock:
         and all(a is b for a, b in zip(kernels, lock.kernels, strict=True))
     ):
         return lock
-    return values.replace(lock, environments=environments, kernels=tuple(kernels), facts=facts)
+    return dataclasses.replace(lock, environments=environments, kernels=tuple(kernels), facts=facts)
 
 
 def facts_document(lock: Lock) -> list[dict[str, Any]]:
@@ -111,9 +114,26 @@ def _specs(cls: type) -> list[tuple[str, str, Any]]:
     specs = _SPECS.get(cls)
     if specs is None:
         specs = _SPECS[cls] = [
-            (name, _KEYS.get(name, name.replace("_", "-")), default) for name, default in values.fields(cls)
+            (name, _KEYS.get(name, name.replace("_", "-")), default) for name, default in _defaults(cls)
         ]
     return specs
+
+
+def _defaults(cls: type) -> list[tuple[str, Any]]:
+    """``(name, default)`` of each field of a model class in declaration order (:data:`dataclasses.MISSING` when it
+    has none; a factory's default as the value it makes)."""
+    found = []
+    for spec in dataclasses.fields(cls):
+        default = spec.default
+        if spec.default_factory is not dataclasses.MISSING:
+            default = spec.default_factory()
+        found.append((spec.name, default))
+    return found
+
+
+def _is_model(item: object) -> bool:
+    """Whether ``item`` is a model object (a dataclass instance), not a plain value."""
+    return hasattr(type(item), "__dataclass_fields__")
 
 
 def _pairs(item: Any) -> list[tuple[str, Any]]:
@@ -122,7 +142,7 @@ def _pairs(item: Any) -> list[tuple[str, Any]]:
     pairs = []
     for name, key, default in _specs(type(item)):
         value = getattr(item, name)
-        if value is None or (not value and default is not values.MISSING and value == default):
+        if value is None or (not value and default is not dataclasses.MISSING and value == default):
             continue
         pairs.append((key, value))
     return pairs
@@ -148,14 +168,14 @@ def _value(value: Any, text: bool) -> Any:
             if text:
                 return tomlwrite.InlineRows([tomlwrite.inline_table(row) for row in rows])
             return tomlwrite.InlineTables([dict(row) for row in rows])
-        items = [v if type(v) in _PLAIN else _table(v, text) if values.is_value(v) else _value(v, text) for v in value]
+        items = [v if type(v) in _PLAIN else _table(v, text) if _is_model(v) else _value(v, text) for v in value]
         if items and all(type(v) is dict for v in items):
             flat = all(type(x) in _PLAIN for v in items for x in v.values())
             return tomlwrite.InlineTables(items) if flat else items
         return items
     if isinstance(value, dict):
         return {k: _value(v, text) for k, v in value.items()}
-    if values.is_value(value):
+    if _is_model(value):
         return _table(value, text)
     return value
 
@@ -163,7 +183,7 @@ def _value(value: Any, text: bool) -> Any:
 def _flat_rows(items: tuple[Any, ...] | list[Any]) -> list[list[tuple[str, Any]]] | None:
     """The ``(key, value)`` pairs of each object when ``items`` are model objects of one class holding only plain
     values (one inline table each, written without building a dict per object); None otherwise."""
-    if not items or not values.is_value(items[0]):
+    if not items or not _is_model(items[0]):
         return None
     cls = type(items[0])
     rows = []

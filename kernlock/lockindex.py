@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,6 @@ from kernlock import lockfile
 from kernlock.errors import LockError
 from kernlock.hfenv import cache_root, private
 from kernlock.lockmodel import Lock, LockedKernel
-from kernlock.values import replace
 
 __all__ = ["INDEX_VERSION", "LockView", "prime", "read"]
 

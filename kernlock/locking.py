@@ -3,17 +3,17 @@ when the lock must move), and record or drop requirements."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock import foreign, interrupt, lockfile, values
+from kernlock import foreign, interrupt, lockfile
 from kernlock import project as projects
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect
 from kernlock.errors import DamagedLockError, DuplicateSpecError, ForeignLockError, LockError, ProjectError
 from kernlock.lockmodel import Lock
 from kernlock.project import Pin, Project, Requirement, Spec, Upgrade
-from kernlock.values import value
 from kernlock.variants import RULE
 
 if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
@@ -95,7 +95,7 @@ def read_lock(project: Project) -> Lock:
     return lockfile.read(project.lockfile)
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LockResult:
     lock: Lock
     written: bool
@@ -227,7 +227,7 @@ def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> boo
     return True
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AddResult:
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult
@@ -261,7 +261,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         trusted = trust or bool(old and old.trust)
         requirements[spec.repo] = Requirement(repo=spec.repo, pins=(Pin(rev=rev),), trust=trusted)
         added[spec.repo] = rev
-    candidate = values.replace(project, requirements=requirements)
+    candidate = replace(project, requirements=requirements)
     previous, salvaged = _relock_pins(project, hub)
     new = resolve(candidate, environments, hub, salvaged or previous)
     created = not project.pyproject.exists()
@@ -293,7 +293,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
             f"{', '.join(unknown)} not in [tool.kernlock.kernels] (requirements: {known}); `kernlock show` lists them."
         )
     requirements = {k: v for k, v in project.requirements.items() if k not in names}
-    candidate = values.replace(project, requirements=requirements)
+    candidate = replace(project, requirements=requirements)
     hub = hub_client(hub)
     previous, salvaged = _relock_pins(project, hub)
     new = resolve(candidate, target_environments(project), hub, salvaged or previous)

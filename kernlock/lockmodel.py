@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kernlock import names
-from kernlock.values import value
 from kernlock.variants import RULE
 
 __all__ = [
@@ -87,7 +87,7 @@ def _check_environments(values: object, what: str) -> tuple[str, ...]:
     return values
 
 
-@value(order=True)
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
 class LockedFile:
     """One file of a variant: path relative to the variant folder, size in bytes, content hash."""
 
@@ -110,7 +110,7 @@ class LockedFile:
         return self.hash.split(":", 1)[1]
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LockedVariant:
     """A build variant folder (``build/<name>``) and the environments that load it."""
 
@@ -155,7 +155,7 @@ def _check_file_set(variant: str, files: tuple[LockedFile, ...]) -> None:
         raise ValueError(f"variant {variant} lists {clash[0]!r} both as a file and as a folder")
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LockedKernel:
     """One resolved requirement of a repo: the commit it pins and the variant per environment."""
 
@@ -223,7 +223,7 @@ def _facts_error(entry: EnvironmentFacts) -> str | None:
     return None
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Lock:
     """The whole lock: what it was made from (requires-hash), its environments (and the facts some declare) and
     its kernel entries, and the loader rule that chose the variants (``variant-rule``)."""

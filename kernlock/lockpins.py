@@ -15,8 +15,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from dataclasses import dataclass
+
 from kernlock import names
-from kernlock.values import value
 
 __all__ = ["Pin", "Pinned", "Pins", "read_pins", "sides"]
 
@@ -42,7 +43,7 @@ class Pins(Protocol):
     def entries(self, repo: str) -> Sequence[Pinned]: ...
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Pin:
     """One entry's pin as read back from a damaged lock (its variants and files are read again from the Hub)."""
 

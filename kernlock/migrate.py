@@ -11,10 +11,10 @@ kernlock's. Nothing is written unless the whole resolution succeeds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kernlock import foreign, interrupt, lockfile, pyproject_edit, values
+from kernlock import foreign, interrupt, lockfile, pyproject_edit
 from kernlock import project as projects
 from kernlock.atomic import write_bytes_atomic
 from kernlock.environment import Environment, detect
@@ -30,7 +30,7 @@ __all__ = ["ImportResult", "Outcome", "import_project"]
 _ADD_VERSION = re.compile(r"`kernlock add ([\w.-]+/[\w.-]+)@v(\d+)`")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """What became of one pin of the JSON lock."""
 
@@ -43,7 +43,7 @@ class Outcome:
         return self.commit == self.pin.commit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImportResult:
     requirements: dict[str, str]  # repo -> revision recorded in [tool.kernlock.kernels]
     outcomes: list[Outcome]
@@ -81,7 +81,7 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
         if repo not in requirements:  # an existing [tool.kernlock.kernels] entry wins
             requirements[repo] = Requirement(repo=repo, pins=(Pin(rev=rev),), trust=trust)
             recorded[repo] = rev
-    candidate = values.replace(project, requirements=requirements)
+    candidate = replace(project, requirements=requirements)
     hub = hub or Hub()
     for repo in recorded:
         if not trust and not hub.is_trusted(repo.split("/")[0]):
@@ -111,7 +111,12 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     lockfile.write(project.lockfile, new)
     pyproject_edit.set_requirements(project, {repo: (rev, trust) for repo, rev in recorded.items()})
     pyproject_edit.remove_kernels_dependencies(project)
-    return ImportResult({repo: requirements[repo].pins[0].rev for repo in wanted}, outcomes, new, moved_to)
+    return ImportResult(
+        requirements={repo: requirements[repo].pins[0].rev for repo in wanted},
+        outcomes=outcomes,
+        lock=new,
+        moved_to=moved_to,
+    )
 
 
 def _read_lock(project: Project) -> tuple[list[ForeignPin], bool, Lock | None]:
@@ -168,4 +173,4 @@ def _outcome(pin: ForeignPin, lock: Lock, why: str | None) -> Outcome:
         why = "a kernel that needs it now asks for another revision"
     if commit is None:
         why = why or "no locked kernel needs it any more"
-    return Outcome(pin, commit, why if commit != pin.commit else None)
+    return Outcome(pin=pin, commit=commit, why=why if commit != pin.commit else None)

@@ -43,7 +43,7 @@ _EPOCH = "1970-01-01T00:00:00.000Z"  # the lock records no commit dates
 _REPO_TYPES = ("kernels", "models", "datasets", "spaces")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServedFile:
     """A locked file as the mirror answers it: its tree entry, where its bytes are, and the ``stamp`` of that
     file when it was verified (a file changed since is never served)."""
@@ -54,7 +54,7 @@ class ServedFile:
     stamp: tuple[int, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class Snapshot:
     """One locked commit: the files of the locked variants served, and the folders above them."""
 
@@ -65,20 +65,20 @@ class Snapshot:
         """Serve ``locked`` at ``path`` (``build/<variant>/<file>``) from ``file`` at ``offset``."""
         if locked.algorithm == "sha256":  # an LFS file: git holds its pointer, the Hub lists both
             pointer = hubwire.lfs_pointer(locked.digest, locked.size)
-            lfs = Lfs(locked.digest, locked.size, len(pointer))
-            entry = Entry(path, "file", hubwire.git_blob_id(pointer), locked.size, lfs)
+            lfs = Lfs(oid=locked.digest, size=locked.size, pointer_size=len(pointer))
+            entry = Entry(path=path, kind="file", oid=hubwire.git_blob_id(pointer), size=locked.size, lfs=lfs)
         else:
-            entry = Entry(path, "file", locked.digest, locked.size)
-        self.files[path] = ServedFile(entry, file, offset, stamp(file))
+            entry = Entry(path=path, kind="file", oid=locked.digest, size=locked.size)
+        self.files[path] = ServedFile(entry=entry, file=file, offset=offset, stamp=stamp(file))
 
     def entries(self) -> list[Entry]:
         """Every file and folder, sorted by path."""
         folders = {"/".join(p.split("/")[:i]) for p in self.files for i in range(1, p.count("/") + 1)}
-        dirs = [Entry(d, "directory", hubwire.fake_oid(self.commit, d), 0) for d in folders]
+        dirs = [Entry(path=d, kind="directory", oid=hubwire.fake_oid(self.commit, d), size=0) for d in folders]
         return sorted([*dirs, *(f.entry for f in self.files.values())], key=lambda e: e.path)
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class Repo:
     """A locked repo: its locked commits and its locked refs (branch name -> commit)."""
 
@@ -101,8 +101,8 @@ class Catalog:
     def add(self, lock: Lock, source: Source, pairs: Iterable[tuple[LockedKernel, LockedVariant]]) -> None:
         """Serve every (entry, variant) of ``pairs``; ``source`` says where each file's bytes are."""
         for entry, variant in pairs:
-            repo = self.repos.setdefault(entry.repo, Repo(entry.repo))
-            snapshot = repo.snapshots.setdefault(entry.commit, Snapshot(entry.commit))
+            repo = self.repos.setdefault(entry.repo, Repo(repo_id=entry.repo))
+            snapshot = repo.snapshots.setdefault(entry.commit, Snapshot(commit=entry.commit))
             for locked in variant.files:
                 file, offset = source(entry, variant, locked)
                 snapshot.add(f"build/{variant.name}/{locked.path}", locked, file, offset)

@@ -8,10 +8,10 @@ seen before. Publisher trust is not asked here (`lock --upgrade` checks it, as e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from kernlock import changes, values
+from kernlock import changes
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError
 from kernlock.hub import Hub
@@ -22,7 +22,7 @@ from kernlock.resolver import latest_version, resolve
 __all__ = ["Moved", "Report", "Row", "report"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Moved:
     """How a locked branch or tag moved: its head now, the commits since the locked one, when."""
 
@@ -31,7 +31,7 @@ class Moved:
     date: str  # the head commit's date (ISO 8601), "" if the Hub gave none
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
     """One lock entry's report."""
 
@@ -75,7 +75,7 @@ class Row:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
     rows: list[Row]
     upgrade: changes.LockDiff  # the whole of what `kernlock lock --upgrade` would change
@@ -92,10 +92,10 @@ class Report:
 def report(project: Project, lock: Lock, environments: list[Environment], hub: Hub) -> Report:
     """Compare every lock entry with the Hub now (see the module docstring for the requests it makes)."""
     by_name = {str(env): env for env in environments}
-    trusted = {repo: values.replace(req, trust=True) for repo, req in project.requirements.items()}
+    trusted = {repo: replace(req, trust=True) for repo, req in project.requirements.items()}
     error = None
     try:
-        upgraded = resolve(values.replace(project, requirements=trusted), environments, hub, lock, Upgrade(all=True))
+        upgraded = resolve(replace(project, requirements=trusted), environments, hub, lock, Upgrade(all=True))
         diff = changes.diff(lock, upgraded)
     except KernlockError as err:  # e.g. a moved branch lost the build of an environment: say so, report the rest
         error, diff = str(err), changes.LockDiff()
@@ -108,8 +108,8 @@ def report(project: Project, lock: Lock, environments: list[Environment], hub: H
             newest[entry.repo] = _newest(hub, entry.repo, [by_name.get(e) or Environment.parse(e) for e in envs])
         moved, gone = _moved(hub, entry)
         change = per_entry.get((entry.repo, entry.requested, entry.commit))
-        rows.append(Row(entry, moved, gone, newest[entry.repo], change))
-    return Report(rows, diff, error)
+        rows.append(Row(entry=entry, moved=moved, gone=gone, newest=newest[entry.repo], upgrade=change))
+    return Report(rows=rows, upgrade=diff, upgrade_error=error)
 
 
 def _moved(hub: Hub, entry: LockedKernel) -> tuple[Moved | None, bool]:
@@ -124,7 +124,7 @@ def _moved(hub: Hub, entry: LockedKernel) -> tuple[Moved | None, bool]:
     history = hub.history(entry.repo, head, until=entry.commit)
     ids = [commit for commit, _ in history]
     count = ids.index(entry.commit) if entry.commit in ids else None
-    return Moved(head, count, history[0][1] if history else ""), False
+    return Moved(head=head, commits=count, date=history[0][1] if history else ""), False
 
 
 def _newest(hub: Hub, repo: str, environments: list[Environment]) -> str | None:

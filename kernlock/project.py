@@ -10,6 +10,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock import facts, foreign, names, values
+from kernlock import facts, foreign, names
 from kernlock.conditions import Condition
 from kernlock.environment import Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
@@ -42,7 +43,7 @@ PYPROJECT = "pyproject.toml"
 _VCS = (".git", ".hg", ".svn")
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Pin:
     """One revision of a requirement, optionally only for environments where ``when`` holds."""
 
@@ -56,7 +57,7 @@ class Pin:
         return data
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Requirement:
     """A requested kernel repo: its pins (first match wins) and whether its publisher is trusted by hand."""
 
@@ -82,7 +83,7 @@ class Requirement:
         return {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Spec:
     """A command-line spec ``org/name[@rev]``."""
 
@@ -106,7 +107,7 @@ class Spec:
         return cls(repo=repo, rev=rev or None)
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Upgrade:
     """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
 
@@ -117,17 +118,17 @@ class Upgrade:
         return self.all or repo in self.kernels
 
 
-@values.value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Project:
     """A project directory and its parsed [tool.kernlock] table (a changed project is a new value:
-    ``values.replace(project, requirements=...)``)."""
+    ``replace(project, requirements=...)``)."""
 
     root: Path
-    requirements: dict[str, Requirement] = values.field(default_factory=dict)
+    requirements: dict[str, Requirement] = field(default_factory=dict)
     environments: list[Environment] | None = None
     #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
     #: the project until `kernlock import` moves them (:func:`kernlock.foreign.check_project`).
-    foreign_dependencies: dict[str, str] = values.field(default_factory=dict)
+    foreign_dependencies: dict[str, str] = field(default_factory=dict)
 
     @property
     def pyproject(self) -> Path:

@@ -13,12 +13,12 @@ was kept and what changed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kernlock.changes import SHORT
 from kernlock.errors import NotFoundError
 from kernlock.lockpins import Pin, read_pins, sides
-from kernlock.values import value
 from kernlock.wording import count
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["Repair", "Salvage", "report", "salvage"]
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Salvage:
     """What `kernlock lock` keeps of a damaged lock: the pins it could read (after its choices) and what it could
     not read. It answers the resolver's question ``entries(repo)`` as a Lock does."""
@@ -44,7 +44,7 @@ class Salvage:
         return [pin for pin in self.pins if pin.repo == repo]
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Repair:
     """What `kernlock lock` says about a repair: what failed and what it read (``summary``, before it writes), and
     a line per entry of the new lock (``changes``): kept (``Repaired``), ``Added``, ``Updated`` or ``Removed``."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kernlock import interrupt
 from kernlock import project as projects
 from kernlock.environment import detect_with_facts
-from kernlock.errors import LockError
+from kernlock.errors import KernlockError, LockError
 from kernlock.locking import hub_client, read_lock, target_environments
 
 if TYPE_CHECKING:
@@ -19,18 +19,25 @@ __all__ = ["env_report", "outdated"]
 
 
 def env_report(root: Path | None = None) -> dict[str, Any]:
-    """This machine's environment, library versions, the transformers gate, and each locked kernel's variant."""
+    """This machine's environment, library versions, the transformers gate, and each locked kernel's variant.
+    A machine whose environment cannot be detected (no torch: a lock-only machine, or a Python torch has no build
+    for) is reported all the same: ``environment`` None and ``environment_error`` saying why."""
     from kernlock import facts
     from kernlock.compat import SUPPORTED, installed, legacy_loader, transformers_gate
 
-    machine = detect_with_facts()
-    environment = str(machine)
+    try:
+        machine = detect_with_facts()
+    except KernlockError as err:
+        machine, unknown = None, str(err)
+    environment = None if machine is None else str(machine)
     report: dict[str, Any] = {
         "environment": environment,
-        "declared": {"name": environment, **machine.extras.as_data()},
+        "declared": None if machine is None else {"name": environment, **machine.extras.as_data()},
         "versions": {name: installed(name) for name in SUPPORTED},
         "kernels": [],
     }
+    if machine is None:
+        report["environment_error"] = unknown
     gate = transformers_gate()
     if gate is not None:
         report["transformers_gate"] = {"ok": gate.ok, "message": gate.message()}
@@ -50,7 +57,7 @@ def env_report(root: Path | None = None) -> dict[str, Any]:
     report["load_paths"] = loaders.load_paths(probe.generation, gated)
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
-    if project.lockfile.exists():
+    if environment is not None and project.lockfile.exists():
         try:
             lock = read_lock(project)
         except LockError as err:

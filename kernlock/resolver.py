@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernlock import eligibility, interrupt, names
 from kernlock.environment import Environment
@@ -18,7 +18,6 @@ from kernlock.errors import KernlockError, NotFoundError, ResolutionError, Unkno
 from kernlock.lockfile import normalized
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
 from kernlock.project import Project, Upgrade
-from kernlock.values import replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,13 +35,13 @@ __all__ = [
 MAX_WORKERS = 16
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class _Task:
     """One revision of one repo, needed on some environments (by the project or by other kernels)."""
 
     repo: str
     rev: str
-    environments: set[Environment]
+    environments: set[Environment] = field(default_factory=set)
     trusted_by_user: bool = False
     required_by: set[str] = field(default_factory=set)
 
@@ -60,7 +59,7 @@ def resolve(
     for req in project.requirements.values():
         for env in environments:
             pin = req.pin_for(env)
-            task = tasks.setdefault((req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust))
+            task = tasks.setdefault((req.repo, pin.rev), _Task(repo=req.repo, rev=pin.rev, trusted_by_user=req.trust))
             task.environments.add(env)
     direct = set(tasks)
     trusted = {req.repo: req.trust for req in project.requirements.values()}
@@ -181,7 +180,7 @@ def _dependencies(
         envs = {env for env, v in chosen.items() if v == name}
         where = f"{task.repo}@{commit[:12]} build/{name}/metadata.json"
         for repo, rev in _declared_dependencies(metadata, where):
-            sub = found.setdefault((repo, rev), _Task(repo, rev, set(), required_by={task.repo}))
+            sub = found.setdefault((repo, rev), _Task(repo=repo, rev=rev, required_by={task.repo}))
             sub.environments |= envs
     return list(found.values())
 

@@ -9,6 +9,7 @@ the one place a user imports it from; kernlock's own run-time path imports the s
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,6 @@ from kernlock.fetch import FILE_WORKERS, FileSource, cache_error, client, fetch_
 from kernlock.fetch import VariantResult as VariantResult
 from kernlock.fetch import ensure_variant as ensure_variant
 from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
-from kernlock.values import value
 from kernlock.variantcheck import FileState, describe, describe_extras, inspect_variant, refresh
 from kernlock.variantcheck import check_variant as check_variant
 from kernlock.variantcheck import is_synced as is_synced
@@ -51,7 +51,7 @@ __all__ = [
 VARIANT_WORKERS = 4
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SyncReport:
     """The outcome of a sync: every variant it made sure of, where, and whether the lock was re-written first."""
 

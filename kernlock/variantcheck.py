@@ -14,6 +14,7 @@ import importlib.machinery
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock import names
@@ -34,7 +35,6 @@ from kernlock.cache import (
 )
 from kernlock.errors import IntegrityError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
-from kernlock.values import value
 
 __all__ = [
     "Extra",
@@ -69,7 +69,7 @@ class FileState(enum.Enum):
     UNVERIFIED = "unverified"  # the receipt does not vouch for the file, and the caller asked not to hash it
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FileCheck:
     """One locked file's state, with why it is not OK."""
 
@@ -78,7 +78,7 @@ class FileCheck:
     detail: str = ""
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Extra:
     """An entry of a variant folder that the lock does not name (``path`` "" is the variant folder itself)."""
 
@@ -88,7 +88,7 @@ class Extra:
     hidden: int = 0  # files of the folder not in ``shown``
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Inspection:
     """What :func:`inspect_variant` found of one variant."""
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock.cache import cache_dir, targets
 from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
-from kernlock.values import value
 from kernlock.variantcheck import FileState, Inspection, inspect_variant, refresh
 
 __all__ = ["Problem", "VerifyResult", "verify"]
@@ -19,7 +19,7 @@ _WORKERS = 8  # variants hashed in parallel (hashlib releases the GIL)
 PARALLEL_BYTES = 64 << 20
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Problem:
     """A locked file that is missing or does not match the lock, or a file in a variant folder that the lock
     does not name; ``str()`` is the user-facing line."""
@@ -37,7 +37,7 @@ class Problem:
         return text + (f", {self.detail}" if self.detail else "")
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyResult:
     """What ``verify`` found: the problems (none: every locked file present matches and no variant folder holds
     anything else), the variants it re-hashed, how many files, in which cache."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compatibility matrix (tests/compat/matrix.toml): builds every set but the main one (.venv) in .matrix/<set>
-# with uv, runs the compatibility subset tests/compat/ in each, then the tests that span sets (byte-identical locks
-# from every loader generation, pip's resolver beside every set).
+# with uv, runs the compatibility subset tests/compat/ in each (the sets of other Pythons, without torch:
+# tests/compat/test_pythons.py), then the tests that span sets (byte-identical locks from every loader generation and
+# Python, pip's resolver beside every set).
 #   bash scripts/matrix.sh            # every set
 #   bash scripts/matrix.sh A E        # only these sets (and no cross-set tests unless every set was built)
 # scripts/test.sh runs it after the main suite; KERNLOCK_MATRIX=0 skips it there.
@@ -20,13 +21,12 @@ if [ -z "$FIND_LINKS" ]; then
   echo "matrix.sh: no folder with torch's CPU wheel: set UV_FIND_LINKS (or pip's find-links)" >&2
   exit 2
 fi
-PYVER=$(.venv/bin/python "$MATRIX_PY" python)
-
-declare -a NAMES KINDS
-while read -r name kind; do
+declare -a NAMES KINDS PYTHONS
+while read -r name kind python; do
   if [ $# -eq 0 ] || [[ " $* " == *" $name "* ]]; then
     NAMES+=("$name")
     KINDS+=("$kind")
+    PYTHONS+=("$python")
   fi
 done < <(.venv/bin/python "$MATRIX_PY" plan)
 [ ${#NAMES[@]} -gt 0 ] || { echo "matrix.sh: no such set: $*" >&2; exit 2; }
@@ -40,13 +40,20 @@ summary=()
 for i in "${!NAMES[@]}"; do
   name=${NAMES[$i]}
   kind=${KINDS[$i]}
+  python=${PYTHONS[$i]}
   venv=.matrix/$name
   t0=$(now)
   mapfile -t args < <(.venv/bin/python "$MATRIX_PY" args "$name")
-  "$UV" venv -q --clear -p "$PYVER" "$venv"
+  "$UV" venv -q --clear -p "$python" "$venv"
   if [ "$kind" = lock-only ]; then
     "$UV" pip install -q -p "$venv/bin/python" "${args[@]}"
     "$UV" pip install -q -p "$venv/bin/python" --no-deps -e .
+  elif [ "$kind" = python ]; then  # no torch: nothing may pull it in
+    "$UV" pip install -q -p "$venv/bin/python" "${args[@]}" -e .
+    if "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)'; then
+      echo "matrix.sh: set $name must not hold torch" >&2
+      exit 1
+    fi
   else
     "$UV" pip install -q -p "$venv/bin/python" --find-links "$FIND_LINKS" "${args[@]}" -e .
     "$venv/bin/python" - <<'EOF'
@@ -56,13 +63,13 @@ assert v.endswith("+cpu"), f"torch {v} is not the CPU build: check --find-links"
 EOF
   fi
   built=$(since "$t0")
-  versions=$("$venv/bin/python" -c 'import importlib.metadata as m
+  versions=$("$venv/bin/python" -c 'import importlib.metadata as m, sys
 def v(n):
     try:
         return m.version(n)
     except m.PackageNotFoundError:
         return "-"
-print(" ".join(f"{n}={v(n)}" for n in ("torch", "transformers", "kernels", "huggingface_hub")))')
+print(f"python={sys.version.split()[0]}", " ".join(f"{n}={v(n)}" for n in ("torch", "transformers", "kernels", "huggingface_hub")))')
   echo "== matrix set $name: $versions (built in $built)"
   result=ok
   if [ "$kind" = full ]; then
@@ -73,6 +80,13 @@ print(" ".join(f"{n}={v(n)}" for n in ("torch", "transformers", "kernels", "hugg
       result=FAILED
     fi
     result="$result, tests/compat in $(since "$t1")"
+  elif [ "$kind" = python ]; then
+    t1=$(now)
+    if ! KERNLOCK_MATRIX_SET=$name "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/compat/test_pythons.py; then
+      failed+=("$name")
+      result=FAILED
+    fi
+    result="$result, tests/compat/test_pythons.py in $(since "$t1")"
   fi
   summary+=("$name: $result (built in $built)")
 done

@@ -39,19 +39,23 @@ def render(matrix: Matrix | None = None) -> str:
     matrix = matrix or load()
     torch = matrix.torch.split("==")[-1]
     rows = [
-        "| set | transformers | kernels | huggingface_hub | torch | transformers' Hub kernel paths | kernel "
+        "| set | Python | transformers | kernels | huggingface_hub | torch | transformers' Hub kernel paths | kernel "
         "dependencies | notes |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in matrix.sets:
         if s.lock_only:
             kernels = "not installed" if "kernels" in s.without else _version(s, "kernels")
             cells = [s.name, "—", kernels, _version(s, "huggingface_hub"), "—", "—", "—"]
+        elif s.python is not None:  # another Python, without torch
+            deps = _yes(s.kernel_dependencies, "yes", "no")
+            cells = [s.name, "—", _version(s, "kernels"), _version(s, "huggingface_hub"), "not installed", "—", deps]
         else:
             gate = _yes(s.transformers_gate, "on", "**off** (`kernlock env` warns)")
             deps = _yes(s.kernel_dependencies, "yes", "no")
             cells = [s.name, _version(s, "transformers"), _version(s, "kernels"), _version(s, "huggingface_hub")]
             cells += [f"{torch} CPU", gate, deps]
+        cells.insert(1, s.python or matrix.python)
         if s.name == matrix.main:
             cells[0] = f"**{s.name}** (main)"
         rows.append("| " + " | ".join([*cells, " ".join(s.note.split())]) + " |")

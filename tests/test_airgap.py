@@ -8,6 +8,7 @@ kernlock cannot be imported.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -30,7 +31,7 @@ import pytest
 from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, run_cli, write_pyproject
 
 from kernlock import bundle as bundles
-from kernlock import lockfile, values
+from kernlock import lockfile
 from kernlock import sync as syncing
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
@@ -165,7 +166,7 @@ def test_a_bundle_made_for_another_lock_is_refused(site: Site, tmp_path: Path):
     write_pyproject(other, f'"{ACTIVATION}" = "v2"\n', [CPU_ENV])
     shutil.copyfile(site.project / "kernels.lock", other / "kernels.lock")
     lock = lockfile.read(other / "kernels.lock")
-    lockfile.write(other / "kernels.lock", values.replace(lock, kernels=lock.kernels[:1]))
+    lockfile.write(other / "kernels.lock", dataclasses.replace(lock, kernels=lock.kernels[:1]))
     result = run_cli("sync", "--from", str(site.bundle), "--project", str(other), env=site.fresh_env(tmp_path))
     assert result.returncode == 1
     assert "was made for another kernels.lock" in result.stderr

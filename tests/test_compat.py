@@ -50,3 +50,27 @@ def test_a_loader_older_than_kernel_repositories_is_named_unsupported(tmp_path) 
     assert out.returncode == 0, out.stderr
     message = json.loads(out.stdout.splitlines()[-1])["unsupported_loader"]
     assert "kernels 0.12.0 loads `model`-type kernel repositories" in message and "kernels >= 0.15.2" in message
+
+
+def test_env_without_torch_reports_the_rest_and_says_why(tmp_path) -> None:
+    """A machine without torch (here: torch hidden from the child's imports) cannot detect its environment:
+    `kernlock env` still prints the versions, the loader and its load paths, names the reason, and exits 0."""
+    import json
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['torch'] = None; from kernlock.cli import main; main(sys.argv[1:])"
+    for args in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-c", code, "env", *args, "--project", str(tmp_path)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        if args:
+            report = json.loads(done.stdout)
+            assert report["environment"] is None and report["declared"] is None
+            assert "torch is not installed" in report["environment_error"]
+            assert report["loader"]["generation"] == "resolver" and report["load_paths"]
+        else:
+            assert done.stdout.startswith("environment: unknown (cannot detect this environment: torch is not")
+            assert "loader: kernels 0.17.2 (resolver generation)" in done.stdout and "load paths:" in done.stdout

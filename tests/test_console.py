@@ -43,3 +43,22 @@ def test_exit_handlers_still_run(tmp_path: Path):
     done = _kernlock("--version", cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0 and done.stdout.startswith("kernlock, version")
     assert marker.read_text() == "handler ran"
+
+
+def test_a_run_that_asks_for_warnings_takes_the_ordinary_exit(tmp_path: Path):
+    """`python -X dev`, `-W` and `PYTHONWARNINGS` ask for warnings, and the interpreter's teardown is where an
+    unclosed file's ResourceWarning is raised: such a run gets it, as it would from any program. Without them the
+    quick exit stays (no teardown, no warning)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins._left_open = open(__file__)\n")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    for flags, extra in ((["-X", "dev"], {}), (["-W", "default"], {}), ([], {"PYTHONWARNINGS": "default"})):
+        done = subprocess.run(
+            [sys.executable, *flags, "-m", "kernlock", "--version"],
+            cwd=tmp_path, env={**env, **extra}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and done.stdout.startswith("kernlock, version"), flags
+        assert "ResourceWarning: unclosed file" in done.stderr, (flags, extra)
+    quick = _kernlock("--version", cwd=tmp_path, env=env)
+    assert quick.returncode == 0 and quick.stderr == ""

@@ -589,9 +589,9 @@ def test_an_environment_is_a_frozen_value_equal_by_name():
     """Equal, hashed and ordered by name (its facts left out), frozen, and the same after pickle and copy."""
     import copy
     import pickle
+    from dataclasses import FrozenInstanceError
 
     from kernlock import facts
-    from kernlock.values import FrozenInstanceError
 
     a = Environment.parse("torch213-cxx11-cpu-x86_64-linux")
     b = Environment(name=a.name, extras=facts.Facts(python="3.12"))

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_fuzz import valid_locks
 
-from kernlock import api, lockfile, lockindex, tomlwrite, values
+from kernlock import api, lockfile, lockindex, tomlwrite
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import HubServer
 
@@ -205,10 +206,10 @@ def test_files_given_in_any_order_are_written_in_path_order():
     text = lockfile.dumps(lock)
     for reorder in (lambda f: f[::-1], lambda f: f[1:] + f[:1]):
         kernels = tuple(
-            values.replace(k, variants=tuple(values.replace(v, files=reorder(v.files)) for v in k.variants))
+            dataclasses.replace(k, variants=tuple(dataclasses.replace(v, files=reorder(v.files)) for v in k.variants))
             for k in lock.kernels
         )
-        shuffled = values.replace(lock, kernels=kernels)
+        shuffled = dataclasses.replace(lock, kernels=kernels)
         assert shuffled != lock
         assert lockfile.dumps(shuffled) == text
 
@@ -347,7 +348,7 @@ def test_prime_writes_nothing_for_a_lock_the_file_does_not_hold(locked_two_ways:
     for index in folder.iterdir():
         index.unlink()
     lock = lockfile.read(path)
-    other = values.replace(lock, kernels=lock.kernels[:1])
+    other = dataclasses.replace(lock, kernels=lock.kernels[:1])
     lockindex.prime(path, other, [CPU_ENV, CUDA_ENV])
     assert list(folder.iterdir()) == []
     lockindex.prime(path, lock, [CPU_ENV])

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,6 @@ from kernlock import lockfile
 from kernlock.hooks_kernels import satisfies
 from kernlock.lockmodel import Lock
 from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
-from kernlock.values import replace
 
 FA2 = "kernels-community/flash-attn2"
 ACTIVATION = "kernels-community/activation"

@@ -16,17 +16,17 @@ What a locked load gets (strict/warn, revisions, verification) is decided in one
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
 from kernlock.loaders._common import Patcher
-from kernlock.values import value
 
 __all__ = ["COVERAGE", "PATHS", "Adapter", "Probe", "install", "load_paths", "probe", "probe_files"]
 
 
-@value
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Probe:
     """The installed loader: its generation (``resolver``, ``utils``, ``unknown``; None when kernels is not
     installed), its version, and for ``unknown`` the seams the closest known generation lacks."""

@@ -39,7 +39,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -849,7 +849,7 @@ def _archs(backend: str, variant: str) -> list[str] | None:
     return list(HUB_MATRIX["rocm-archs"]) if backend == "rocm" else None
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class _RepoState:
     """Everything needed to write new uploads; stored in ``.git/kernlock-fixture.json``."""
 
@@ -881,7 +881,7 @@ class _RepoState:
         return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
     def save(self, repo: Path) -> None:
-        (repo / ".git" / _STATE_FILE).write_text(json.dumps(self.__dict__, indent=1, sort_keys=True))
+        (repo / ".git" / _STATE_FILE).write_text(json.dumps(asdict(self), indent=1, sort_keys=True))
 
     @classmethod
     def load(cls, repo: Path) -> _RepoState:
@@ -1054,7 +1054,7 @@ def set_org_trust(root: str | os.PathLike[str], org: str, trusted: bool) -> None
     tmp.replace(path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KernelRepo:
     """Handle on one fixture repository (``root`` is the server root, not the repository path)."""
 
@@ -1218,7 +1218,7 @@ class KernelRepo:
 
 def open_kernel_repo(root: str | os.PathLike[str], repo_id: str) -> KernelRepo:
     """Handle on an existing fixture repository."""
-    repo = KernelRepo(Path(root), repo_id)
+    repo = KernelRepo(root=Path(root), repo_id=repo_id)
     if not (repo.path / ".git" / _STATE_FILE).exists():
         raise FileNotFoundError(f"no fixture repository {repo_id} under {root}")
     return repo
@@ -1315,7 +1315,7 @@ def create_kernel_repo(
     stream.run(path)
     state.save(path)
     _git(path, "reset", "-q", "--hard")
-    repo = KernelRepo(Path(root), repo_id)
+    repo = KernelRepo(root=Path(root), repo_id=repo_id)
     for tag, rev, annotated in all_tags:
         repo.add_tag(tag, rev, annotated=annotated)
     return repo
@@ -1459,7 +1459,7 @@ def catalog_matrix() -> dict[str, dict[str, list[str]]]:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Catalog:
     """The repositories of ``build_catalog`` (mirrors kernels-community)."""
 

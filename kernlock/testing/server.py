@@ -70,7 +70,7 @@ _REPO_TYPES = ("kernels", "models")
 # ----------------------------------------------------------------------------------------- request log
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """One answered (or faulted) request; ``status`` is 0 when the connection was dropped."""
 
@@ -132,7 +132,7 @@ Headers = list[tuple[str, str]]
 Transform = Callable[[int, Headers, bytes], tuple[int, Headers, bytes]]
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class _Rule:
     kind: str
     times: int | None
@@ -168,21 +168,21 @@ class Faults:
 
     def latency(self, seconds: float, match: str | None = None) -> None:
         """Add ``seconds`` of delay to every matching request (rules add up)."""
-        self._add(_Rule("latency", None, self._compile(match), seconds=seconds))
+        self._add(_Rule(kind="latency", times=None, pattern=self._compile(match), seconds=seconds))
 
     def status(
         self, code: int, times: int | None = 1, match: str | None = None, retry_after: float | None = None
     ) -> None:
         """Answer ``code`` (e.g. 429, 500, 503) instead of the real answer; ``Retry-After`` when given."""
-        self._add(_Rule("status", times, self._compile(match), code=code, retry_after=retry_after))
+        self._add(_Rule(kind="status", times=times, pattern=self._compile(match), code=code, retry_after=retry_after))
 
     def drop(self, times: int | None = 1, match: str | None = None) -> None:
         """Close the connection without answering."""
-        self._add(_Rule("drop", times, self._compile(match)))
+        self._add(_Rule(kind="drop", times=times, pattern=self._compile(match)))
 
     def truncate(self, times: int | None = 1, match: str | None = None) -> None:
         """Send the real headers (full Content-Length), then half the body, then close."""
-        self._add(_Rule("truncate", times, self._compile(match)))
+        self._add(_Rule(kind="truncate", times=times, pattern=self._compile(match)))
 
     def rewrite(self, transform: Transform, match: str | None = None, times: int | None = None) -> None:
         """Rewrite the real answer before it is sent: ``transform(status, headers, body)`` gets the status, the
@@ -195,7 +195,7 @@ class Faults:
         """
         if not callable(transform):
             raise TypeError(f"transform must be callable, not {transform!r}")
-        self._add(_Rule("rewrite", times, self._compile(match), transform=transform))
+        self._add(_Rule(kind="rewrite", times=times, pattern=self._compile(match), transform=transform))
 
     def clear(self) -> None:
         """Remove all rules."""
@@ -269,7 +269,7 @@ class _LRU(Generic[_K, _T]):
                 self._data.popitem(last=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Snapshot:
     sha: str
     entries: tuple[_Entry, ...]
@@ -284,7 +284,7 @@ class _Snapshot:
         return [e for e in self.entries if e.kind == "file"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Commit:
     sha: str
     author: str
@@ -310,7 +310,7 @@ class _Commit:
         return {"id": self.sha, "title": self.title, "date": self.date}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Refs:
     refs: dict[str, str]  # full ref name -> peeled commit sha
     default_branch: str
@@ -337,7 +337,9 @@ def _parse_commits(out: bytes) -> list[_Commit]:
             continue
         sha, author, email, ts, message = record.decode("utf-8", "replace").split("\0", 4)
         title, _, body = message.strip().partition("\n")
-        commits.append(_Commit(sha, author, email, int(ts), title.strip(), body.strip()))
+        commits.append(
+            _Commit(sha=sha, author=author, email=email, timestamp=int(ts), title=title.strip(), body=body.strip())
+        )
     return commits
 
 
@@ -442,7 +444,7 @@ class _GitRepo:
         if "refs/heads/main" not in refs:
             head = self.git("symbolic-ref", "-q", "HEAD", check=False).decode().strip()
             default = head.removeprefix("refs/heads/") or "main"
-        return _Refs(refs, default)
+        return _Refs(refs=refs, default_branch=default)
 
     def _peel(self, ref: str) -> str:
         return self.git("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False).decode().strip()
@@ -493,16 +495,22 @@ class _GitRepo:
         small = [oid for _, kind, oid, size in rows if kind == "blob" and int(size) <= _LFS_POINTER_MAX]
         blobs = self.read_blobs(small)
         entries = [self._entry(p, kind, oid, size, blobs) for p, kind, oid, size in rows if kind != "commit"]
-        return _Snapshot(sha, tuple(entries), {e.path: e for e in entries})
+        return _Snapshot(sha=sha, entries=tuple(entries), by_path={e.path: e for e in entries})
 
     @staticmethod
     def _entry(path: str, kind: str, oid: str, size: str, blobs: dict[str, bytes]) -> _Entry:
         if kind == "tree":
-            return _Entry(path, "directory", oid, 0)
+            return _Entry(path=path, kind="directory", oid=oid, size=0)
         pointer = _parse_pointer(blobs[oid]) if oid in blobs else None
         if pointer is None:
-            return _Entry(path, "file", oid, int(size))
-        return _Entry(path, "file", oid, pointer[1], _Lfs(pointer[0], pointer[1], int(size)))
+            return _Entry(path=path, kind="file", oid=oid, size=int(size))
+        return _Entry(
+            path=path,
+            kind="file",
+            oid=oid,
+            size=pointer[1],
+            lfs=_Lfs(oid=pointer[0], size=pointer[1], pointer_size=int(size)),
+        )
 
     def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
         """Contents of many blobs through one ``git cat-file --batch`` (cached by blob id)."""
@@ -553,12 +561,12 @@ class HubApp:
             time.sleep(delay)
         rule = self.faults.take(call.full_path)
         if rule is not None and rule.kind == "drop":
-            self.log.add(Request(call.method, call.full_path, 0, started))
+            self.log.add(Request(method=call.method, path=call.full_path, status=0, started=started))
             raise ConnectionDropped(call.full_path)
         response = self._fault_response(rule) if rule and rule.kind == "status" else self.answer(call)
         if rule is not None and rule.kind == "rewrite":
             response = self._rewritten(rule, response)
-        self.log.add(Request(call.method, call.full_path, response.status, started))
+        self.log.add(Request(method=call.method, path=call.full_path, status=response.status, started=started))
         headers = list(response.headers)
         if not any(k.lower() == "content-length" for k, _ in headers):
             headers.append(("Content-Length", str(response.content_length)))
@@ -579,7 +587,7 @@ class HubApp:
         declared = [v for k, v in headers if k.lower() == "content-length"]
         if declared and declared[0].strip() != str(len(body)):
             headers = [(k, v) for k, v in headers if k.lower() != "connection"] + [("Connection", "close")]
-        return _Response(status, headers, bytes(body))
+        return _Response(status=status, headers=headers, body=bytes(body))
 
     @staticmethod
     def _fault_response(rule: _Rule) -> _Response:

@@ -7,6 +7,7 @@ Only the standard library and ``packaging`` (a kernlock dependency), so every ma
 
 from __future__ import annotations
 
+import glob
 import importlib.metadata
 import os
 import sys
@@ -40,13 +41,23 @@ class MatrixSet:
     note: str
     without: tuple[str, ...]
     lock_only: bool
+    #: Another Python than the matrix's (``"3.10"``): a set without torch that runs tests/compat/test_pythons.py.
+    python: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """How scripts/matrix.sh builds and tests it: ``full``, ``lock-only`` or ``python``."""
+        return "lock-only" if self.lock_only else "python" if self.python else "full"
 
     def pins(self) -> dict[str, Requirement]:
         """Each requirement by its canonical distribution name."""
         return {canonicalize_name(r.name): r for r in map(Requirement, self.requirements)}
 
     def satisfied_here(self) -> bool:
-        """Whether every requirement of the set is satisfied by what is installed in this interpreter."""
+        """Whether every requirement of the set is satisfied by what is installed in this interpreter (and it is
+        the set's Python, where the set names one)."""
+        if self.python is not None and f"{sys.version_info.major}.{sys.version_info.minor}" != self.python:
+            return False
         for name, req in self.pins().items():
             try:
                 version = importlib.metadata.version(name)
@@ -85,6 +96,8 @@ class Matrix:
         chosen = self.get(name)
         if chosen.lock_only:
             return [*kernlock_dependencies(without=chosen.without), *chosen.requirements]
+        if chosen.python is not None:  # no torch: kernlock's own dependencies come with `-e .`
+            return [*chosen.requirements, *runner_requirements()]
         return [self.torch, *chosen.requirements, *runner_requirements()]
 
 
@@ -143,6 +156,7 @@ def load(path: Path = MATRIX) -> Matrix:
             note=s.get("note", ""),
             without=tuple(s.get("without", ())),
             lock_only=bool(s.get("lock-only", False)),
+            python=s.get("python"),
         )
         for s in data["set"]
     )
@@ -150,6 +164,17 @@ def load(path: Path = MATRIX) -> Matrix:
     if len(set(names)) != len(names) or data["main"] not in names:
         raise ValueError(f"{path}: set names must be unique and include main = {data['main']!r}")
     return Matrix(python=data["python"], torch=data["torch"], main=data["main"], sets=sets)
+
+
+def interpreter(version: str) -> str:
+    """The Python ``version`` (``"3.10"``) to build a venv with: the newest ``$PYENV_ROOT/versions/<version>.*``
+    interpreter when there is one (uv does not look there), else ``version`` itself for uv to find."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = [
+        p for p in glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")) if os.access(p, os.X_OK)
+    ]
+    found.sort(key=lambda p: [int(x) if x.isdigit() else -1 for x in p.split(os.sep)[-3].split(".")])
+    return found[-1] if found else version
 
 
 def current(matrix: Matrix | None = None) -> MatrixSet | None:
@@ -167,9 +192,9 @@ def current(matrix: Matrix | None = None) -> MatrixSet | None:
 
 def _main(argv: list[str]) -> int:
     matrix = load()
-    if argv == ["plan"]:  # one line per set outside .venv: NAME full|lock-only
+    if argv == ["plan"]:  # one line per set outside .venv: NAME full|lock-only|python PYTHON (a version or a path)
         for s in matrix.others:
-            print(s.name, "lock-only" if s.lock_only else "full")
+            print(s.name, s.kind, matrix.python if s.python is None else interpreter(s.python))
         return 0
     if len(argv) == 2 and argv[0] == "args":  # one install argument per line
         print("\n".join(matrix.install_args(argv[1])))
