@@ -25,6 +25,7 @@ __all__ = [
     "env",
     "export",
     "handle_errors",
+    "hook",
     "import_",
     "lock",
     "main",
@@ -391,3 +392,10 @@ def serve(
     cli_output.print_serving(app, host, port)
     sys.stdout.flush()
     api.serve(app, host, port, workers, threads, access_log)
+
+
+from kernlock.cli_hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)
+
+for _command in hook.commands.values():
+    _command.callback = handle_errors(_command.callback)  # type: ignore[arg-type]
+main.add_command(hook)

@@ -435,3 +435,30 @@ def has_receipt(entry: LockedKernel, variant: Any, cache: Path | None = None) ->
 
     path = caches.receipt_path(entry, variant, cache)
     return path is not None and path.exists()
+
+
+# -- a small locked project for cluster tests (launchers, hooks, spawned children) ---------------------------------
+
+TINY_ATTENTION = "kernels-community/flash-attn2"
+TINY_ACTIVATION = "kernels-community/activation"
+
+
+def tiny_locked_project(base: Path) -> LockedProject:
+    """Two kernels (attention v2, activation v1; CPU builds only) locked and synced from a local Hub, which is
+    stopped on return: ``env`` still points HF_ENDPOINT at it, so any request would fail."""
+    from kernlock import lockfile
+    from kernlock.testing import CPU_VARIANT
+
+    root = base / "hub"
+    create_kernel_repo(root, TINY_ATTENTION, {"v2": [CPU_VARIANT], "v4": [CPU_VARIANT]}, kind="attention")
+    create_kernel_repo(root, TINY_ACTIVATION, {"v1": [CPU_VARIANT]}, kind="activation")
+    project = base / "project"
+    project.mkdir()
+    write_pyproject(project, f'"{TINY_ATTENTION}" = "v2"\n"{TINY_ACTIVATION}" = "v1"\n', environments=[CPU_ENV])
+    env = user_env_for(base)
+    with HubServer(root) as server:
+        for command in ("lock", "sync"):
+            result = run_cli(command, "--project", str(project), env={**env, **server.env()})
+            assert result.returncode == 0, result.stderr
+        env.update(server.env())
+    return LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
