@@ -32,7 +32,7 @@ def _print(found: HookStatus) -> None:
         " (missing on this machine: its ranks stop at their first kernel import)" if found.lock_present is False else ""
     )
     mode = found.mode or "KERNLOCK_MODE, else strict"
-    click.echo(f"kernlock hook in {found.site_packages}: lock {lock}{missing}, mode {mode}")
+    click.echo(f"kernlock hook in {found.site_packages}: lock {lock}{missing}, mode {mode}, cache {found.cache}")
 
 
 @hook.command()

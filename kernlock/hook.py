@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from kernlock.errors import KernlockError
@@ -30,10 +31,12 @@ HOOK_SOURCE = '''"""Written by `kernlock hook install` (`kernlock hook status`: 
 The first import of kernels or transformers' model code in this environment activates kernlock with the lock below
 (None: $KERNLOCK_LOCKFILE, else the nearest kernels.lock); a lock that cannot be honoured stops the process.
 """
+import os
 import sys
 
 LOCKFILE = {lockfile!r}
 MODE = {mode!r}
+CACHE = {cache!r}  # the kernel cache `kernlock hook install` saw: used where KERNELS_CACHE and HF_HUB_CACHE are unset
 _NAMES = ("kernels", "transformers.modeling_utils")
 
 
@@ -52,10 +55,10 @@ class KernlockHook:
 
             if activated.settings() is not None:  # `kernlock run` or the program activated already
                 return None
+            if CACHE and not (os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")):
+                os.environ["KERNELS_CACHE"] = CACHE
             runtime.activate(lockfile=LOCKFILE, mode=MODE)
         except Exception as err:  # an ActivationError names the fix; anything else is no silent unlocked load
-            import os
-
             if isinstance(err, ModuleNotFoundError) and err.name == "kernlock":
                 err = "kernlock is not installed in %s; install it there, or remove %s" % (sys.prefix, __file__)
             sys.stderr.write("error: kernlock hook (%s): %s\\n" % (__file__, err))
@@ -79,6 +82,7 @@ class HookStatus:
     installed: bool
     lockfile: str | None = None  # None: KERNLOCK_LOCKFILE or the nearest kernels.lock
     mode: str | None = None  # None: KERNLOCK_MODE or strict
+    cache: str | None = None  # the kernel cache used where KERNELS_CACHE and HF_HUB_CACHE are unset
     lock_present: bool | None = None  # whether the bound lock exists here (None: no lock bound)
 
 
@@ -111,6 +115,7 @@ def install(lockfile: Path | None, mode: str | None, python: str | None) -> Hook
     """Write the hook into ``python``'s environment, bound to ``lockfile`` (checked now) and ``mode``."""
     from kernlock import lockfile as lockfiles
     from kernlock.atomic import write_text_atomic
+    from kernlock.cache import cache_dir
 
     bound = None
     if lockfile is not None:
@@ -122,12 +127,16 @@ def install(lockfile: Path | None, mode: str | None, python: str | None) -> Hook
     if python is not None and not _kernlock_importable(python):
         raise KernlockError(f"{python} cannot import kernlock; install kernlock into that environment first.")
     try:
-        write_text_atomic(site / f"{HOOK_MODULE}.py", HOOK_SOURCE.format(lockfile=bound, mode=mode))
+        source = HOOK_SOURCE.format(lockfile=bound, mode=mode, cache=os.path.abspath(cache_dir()))
+        write_text_atomic(site / f"{HOOK_MODULE}.py", source)
         write_text_atomic(site / PTH_NAME, PTH_LINE)
     except OSError as err:
         raise KernlockError(
             f"cannot write the hook into {site} ({err.strerror or err}); run as the environment's owner."
         ) from err
+    # Its bytecode now, by that interpreter (its own magic number): startup then never compiles it, even where
+    # PYTHONDONTWRITEBYTECODE is set or site-packages is read-only for the ranks. Without it the hook still works.
+    subprocess.run([python or sys.executable, "-m", "py_compile", str(site / f"{HOOK_MODULE}.py")], timeout=60)
     return status(python, site)
 
 
@@ -148,7 +157,7 @@ def status(python: str | None, site: Path | None = None) -> HookStatus:
     module = site / f"{HOOK_MODULE}.py"
     if not (site / PTH_NAME).is_file() or not module.is_file():
         return HookStatus(site_packages=site, installed=False)
-    bound: dict[str, str | None] = {"LOCKFILE": None, "MODE": None}
+    bound: dict[str, str | None] = {"LOCKFILE": None, "MODE": None, "CACHE": None}
     for node in ast.parse(module.read_text()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id in bound:
             bound[node.targets[0].id] = ast.literal_eval(node.value)
@@ -158,5 +167,6 @@ def status(python: str | None, site: Path | None = None) -> HookStatus:
         installed=True,
         lockfile=lock,
         mode=bound["MODE"],
+        cache=bound["CACHE"],
         lock_present=None if lock is None else os.path.isfile(lock),
     )

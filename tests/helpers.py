@@ -462,3 +462,24 @@ def tiny_locked_project(base: Path) -> LockedProject:
             assert result.returncode == 0, result.stderr
         env.update(server.env())
     return LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
+
+
+def overlay_venv(folder: Path) -> Path:
+    """A new virtual environment at ``folder`` that sees this one's packages (kernlock, kernels, torch...) through
+    a ``.pth`` line, so a test can change its site-packages (``kernlock hook install``) without touching this one.
+    Returns its interpreter."""
+    import site
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    assert ours in site.getsitepackages() or ours in sys.path, ours
+    (Path(purelib) / "_overlay.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return python
