@@ -25,7 +25,6 @@ __all__ = [
     "env",
     "export",
     "handle_errors",
-    "hook",
     "import_",
     "lock",
     "main",
@@ -396,6 +395,6 @@ def serve(
 
 from kernlock.cli_hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)
 
-for _command in hook.commands.values():
+for _command in hook.commands.values():  # its commands get the error handling here: no import cycle
     _command.callback = handle_errors(_command.callback)  # type: ignore[arg-type]
 main.add_command(hook)

@@ -11,7 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.hook import HookStatus
 
-__all__ = ["hook"]
+__all__ = ["hook", "install", "status", "uninstall"]
 
 python_option = click.option(
     "--python", metavar="PY", help="The interpreter whose environment to change (default: the one running kernlock)."

@@ -1,9 +1,10 @@
 """Bring one locked variant into the cache: download exactly the files that are missing or wrong, verified.
 
-A file is downloaded to ``blobs/<etag>.incomplete`` (resumed if an earlier sync was interrupted), hashed, and
-only moved into place when it matches the lock; then its ``snapshots/...`` symlink is pointed at it. Only
-``sync`` and the run-time path of a variant that is not synced yet import this module; it imports the network
-stack (through :class:`kernlock.hub.Hub`) only when a file must really be fetched.
+A file is downloaded to this process's ``blobs/<etag>.<host>-<pid>-<thread>.incomplete`` (resumed from what an
+interrupted sync left, :mod:`kernlock.sharing`), hashed, and only moved into place when it matches the lock; then its
+``snapshots/...`` symlink is pointed at it. Only ``sync`` and the run-time path of a variant that is not synced yet
+import this module; it imports the network stack (through :class:`kernlock.hub.Hub`) only when a file must really be
+fetched.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ from kernlock.cache import (
 )
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
+from kernlock.sharing import cache_lock, claim_partial, make_folder
 from kernlock.values import value
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor
-
-    from filelock import FileLock
+    from contextlib import AbstractContextManager
 
 
 __all__ = [
@@ -92,14 +93,9 @@ class VariantResult:
         return "repaired" if self.repaired or self.removed else "downloaded" if self.downloaded else "present"
 
 
-def _lock_file(repo: str, name: str, cache: Path) -> FileLock:
-    path = under(cache, ".locks", hfenv.repo_folder(repo), f"{name}.lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    unlink_symlink(path)
-
-    from filelock import FileLock
-
-    return FileLock(str(path))
+def _lock_file(repo: str, name: str, cache: Path) -> AbstractContextManager[None]:
+    """The lock of one file or variant in the cache: group-shareable, skipped where the filesystem cannot lock."""
+    return cache_lock(under(cache, ".locks", hfenv.repo_folder(repo), f"{name}.lock"))
 
 
 @memoize
@@ -135,7 +131,7 @@ def client(hub: FileSource | None) -> Callable[[], FileSource]:
 
 def _link(blob: Path, link: Path, target: str) -> None:
     """Point ``link`` at ``blob`` with the relative symlink ``target`` (as huggingface_hub does), atomically."""
-    link.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(link.parent)
     if link.is_symlink() and os.readlink(link) == target:
         return
     import shutil  # ~5 ms: only a sync that links files pays it
@@ -187,7 +183,8 @@ def _install_file(
             and file_hash(blob, locked.algorithm) == locked.hash
         )
         if not reusable:
-            incomplete = blob.with_name(blob.name + ".incomplete")
+            make_folder(blob.parent)
+            incomplete = claim_partial(blob)  # this process's own: never shared, never half-visible
             unlink_symlink(incomplete)  # never download through a symlink
             _download_verified(hub, entry, variant, locked, incomplete, bar)
             os.replace(incomplete, blob)
