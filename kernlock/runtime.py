@@ -305,6 +305,7 @@ def _site_dir(project: Path, source: str) -> str:
 
     from kernlock.atomic import write_text_atomic
     from kernlock.hfenv import cache_root, private
+    from kernlock.sharing import kernlock_folder
 
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     beside = project / ".kernlock"
@@ -318,8 +319,8 @@ def _site_dir(project: Path, source: str) -> str:
             "program would run code from them). Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` the "
             "project folder and the folders above it."
         )
-    if runs.parent == beside and not (beside / ".gitignore").is_file():
-        write_text_atomic(beside / ".gitignore", "# Written by `kernlock run`: nothing here is committed.\n*\n")
+    if runs.parent == beside:
+        kernlock_folder(project)  # its .gitignore
     target = runs / digest / "sitecustomize.py"
     if not target.is_file() or target.read_text() != source:
         write_text_atomic(target, source)

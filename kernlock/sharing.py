@@ -23,13 +23,33 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["REFUSED", "cache_lock", "claim_partial", "make_folder", "partial_name"]
+__all__ = ["GITIGNORE", "REFUSED", "cache_lock", "claim_partial", "kernlock_folder", "make_folder", "partial_name"]
 
 #: What ``flock`` (or opening a lock file) answers where the filesystem or the cache cannot lock.
 REFUSED = frozenset(
     {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.EROFS}
 )
 _ORPHAN_AFTER = 600.0  # seconds without a write: another host's partial file is taken over
+
+
+#: ``.kernlock/.gitignore`` beside a project's lock: what kernlock keeps there (the project lock, `kernlock run`'s
+#: sitecustomize) is never committed.
+GITIGNORE = "# Written by kernlock: nothing here is committed.\n*\n"
+
+
+def kernlock_folder(project: Path) -> Path:
+    """``project/.kernlock`` (made if missing, with its ``.gitignore``)."""
+    folder = project / ".kernlock"
+    ignore = folder / ".gitignore"
+    if not ignore.is_file():
+        make_folder(folder)
+        with contextlib.suppress(FileExistsError):  # another process wrote it first
+            fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            try:
+                os.write(fd, GITIGNORE.encode())
+            finally:
+                os.close(fd)
+    return folder
 
 
 def make_folder(path: Path) -> None:

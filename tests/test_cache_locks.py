@@ -8,6 +8,7 @@ without one): the real kernlock, filelock and huggingface_hub run above it, unch
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,61 @@ def test_eight_concurrent_syncs_where_flock_locks_nothing(
     assert syncing.verify(lock, [CPU_ENV], cache=cache).problems == ()
     leftovers = [p for p in cache.rglob("*") if p.name.endswith((".incomplete", ".tmp"))]
     assert leftovers == []
+
+
+RANK_SYNC = """
+import json, sys
+from pathlib import Path
+from kernlock import api
+report = api.sync(Path(sys.argv[1]), progress=False)
+print(json.dumps({"relocked": report.relocked, "commits": sorted((v.repo, v.commit) for v in report.variants)}))
+"""
+
+
+def _api_requests(hub: HubServer) -> int:
+    """Requests of a resolution: refs, trees, the publisher's trust (not downloads, not huggingface_hub's own)."""
+    return len([r for r in hub.log.entries if r.path.startswith(("/api/kernels/", "/api/organizations/"))])
+
+
+def test_eight_ranks_on_a_stale_lock_resolve_once(user_env: dict[str, str], hub: HubServer, project: Path):
+    """pyproject.toml changed and 8 ranks run `kernlock sync` at once: the project lock lets one re-lock (as many
+    Hub requests as one re-lock makes alone), one write of kernels.lock, and every rank syncs the same commits."""
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', [CPU_ENV])
+    api.lock(project)
+    write_pyproject(project, f'"{PAGED}" = "v1"\n"kernels-community/activation" = "v1"\n', [CPU_ENV])  # now stale
+    alone = project.parent / "alone"
+    shutil.copytree(project, alone)
+    shutil.copytree(user_env["KERNLOCK_CACHE"], project.parent / "kl-alone")  # the same cached Hub answers
+    hub.log.clear()
+    single = subprocess.run(
+        [sys.executable, "-c", RANK_SYNC, str(alone)],
+        env={**user_env, "KERNLOCK_CACHE": str(project.parent / "kl-alone"), "HF_HUB_CACHE": str(alone / "c")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert single.returncode == 0, single.stderr
+    one_relock = _api_requests(hub)
+    assert one_relock > 0
+
+    hub.log.clear()
+    hub.faults.latency(0.05, match="/api/")  # the ranks overlap while the first one resolves
+    before = (project / "kernels.lock").stat().st_ino
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK_SYNC, str(project)],
+            env=user_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [err for _out, err in outputs]
+    reports = [json.loads(out.strip().splitlines()[-1]) for out, _err in outputs]
+    assert sum(r["relocked"] is not None for r in reports) == 1, reports
+    assert len({json.dumps(r["commits"]) for r in reports}) == 1
+    assert _api_requests(hub) == one_relock, "one resolution, not one per rank"
+    assert (project / "kernels.lock").stat().st_ino != before
+    assert (project / ".kernlock" / ".gitignore").is_file()
