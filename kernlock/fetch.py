@@ -36,6 +36,7 @@ from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
 from kernlock.sharing import cache_lock, claim_partial, make_folder
 from kernlock.values import value
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
+from kernlock.wording import size
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,6 +48,7 @@ __all__ = [
     "FileSource",
     "VariantResult",
     "cache_error",
+    "check_room",
     "client",
     "ensure_variant",
     "fetch_variant",
@@ -269,6 +271,38 @@ def write_ref(entry: LockedKernel, cache: Path) -> None:
         # Skipped with reason: only kernels' own ``version=N`` lookup reads refs/, every locked load is by commit.
 
 
+def check_room(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> None:
+    """Refuse, before any download, files that cannot fit: the sizes of the locked files whose blob is not in the
+    cache yet (every size is in the lock) against the free space of the cache's disk."""
+    needed, seen = 0, set()
+    for entry, variant in pairs:
+        for locked in variant.files:
+            blob = blob_path(entry, locked, cache)
+            if blob in seen:
+                continue
+            seen.add(blob)
+            try:
+                if blob.stat().st_size == locked.size:
+                    continue
+            except OSError:
+                pass
+            needed += locked.size
+    if not needed:
+        return
+    import shutil  # ~5 ms: only a sync that downloads pays it
+
+    folder = cache
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise KernlockError(
+            f"not enough free space for the kernel cache {cache}: the locked files to download need {size(needed)} "
+            f"({needed} bytes) and its disk has {size(free)} ({free} bytes) free; nothing was downloaded. Free up "
+            "space, or point KERNELS_CACHE (or HF_HUB_CACHE) at a larger disk, then run `kernlock sync` again."
+        )
+
+
 def cache_error(cache: Path, err: OSError) -> KernlockError:
     """The message for a cache kernlock cannot write to."""
     return KernlockError(
@@ -293,6 +327,7 @@ def ensure_variant(
         if offline or hfenv.offline():
             raise
     interrupt.reset()  # a load after an interrupted one (library use) fetches again
+    check_room([(entry, variant)], cache)
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
             result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False))
