@@ -97,6 +97,11 @@ def kernlock_usage_problem(words: list[str]) -> str | None:
     command = main.commands.get(words[0]) if words else None
     if command is None:
         return f"`kernlock {' '.join(words)}`: {words[0] if words else 'nothing'} is not a command"
+    if isinstance(command, click.Group):  # `kernlock hook install ...`: the subcommand's options
+        sub = command.commands.get(words[1]) if len(words) > 1 else None
+        if sub is None:
+            return f"`kernlock {' '.join(words)}`: {' '.join(words[:2])} is not a command"
+        command, words = sub, words[1:]
     options = {opt for p in command.params if isinstance(p, click.Option) for opt in [*p.opts, *p.secondary_opts]}
     for word in words[1 : words.index("--")] if "--" in words else words[1:]:
         if word.startswith("-") and word.split("=")[0] not in options:
