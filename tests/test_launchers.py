@@ -56,7 +56,10 @@ TRAIN = CHILD_PRELUDE + textwrap.dedent(
             commit = k.repo_info.revision if k.repo_info is not None else None
             found[identity["repo"]] = {{"commit": commit, "identity": identity, "calls": dict(k.module.CALL_COUNTS)}}
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    from kernlock.distributed import check_ranks
+    agreed = check_ranks()  # the optional collective check: every rank the same commits
     report = {{
+        "agreed": agreed,
         "rank": dist.get_rank(), "world": dist.get_world_size(), "loaded": found, "connects": CONNECTS,
         "attn": model.config._attn_implementation, "checksum": checksum,
     }}
@@ -112,6 +115,7 @@ def test_every_rank_trains_on_the_locked_build_with_the_hub_stopped(tiny: Locked
         assert report["loaded"][TINY_ATTENTION]["calls"], "the locked attention kernel ran in the forward pass"
         assert report["loaded"][TINY_ACTIVATION]["identity"] == tiny.identity(TINY_ACTIVATION)
         assert _hub_connects(report, tiny.env["HF_ENDPOINT"]) == [], "zero Hub requests"
+        assert report["agreed"][TINY_ACTIVATION] == tiny.entry(TINY_ACTIVATION).commit
     assert len({round(r["checksum"], 9) for r in reports}) == 1, "DDP kept every rank's weights equal"
 
 
@@ -135,3 +139,15 @@ def test_plain_torchrun_loads_the_moved_branch_and_kernlock_run_the_locked_build
         assert report["loaded"][TINY_ACTIVATION]["commit"] == tiny.entry(TINY_ACTIVATION).commit
         assert report["loaded"][TINY_ACTIVATION]["identity"] == tiny.identity(TINY_ACTIVATION)
         assert _hub_connects(report, url) == []
+
+
+def test_the_collective_check_names_the_ranks_that_differ():
+    """kernlock.distributed.check_ranks compares what every rank loaded (above: through a real gloo group)."""
+    from kernlock.distributed import disagreements
+
+    same = {"org/a": "a" * 40, "org/b": "b" * 40}
+    assert disagreements([same, dict(same), dict(same)]) == []
+    moved = {**same, "org/a": "c" * 40}
+    assert disagreements([same, same, moved, {"org/b": "b" * 40}]) == [
+        f"org/a: {'a' * 12} on ranks 0, 1; {'c' * 12} on rank 2; not loaded on rank 3"
+    ]
