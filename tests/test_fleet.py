@@ -68,7 +68,8 @@ def test_64_clients_on_2_nodes_end_with_the_locked_build_from_the_mirror(site, t
     assert len(downloads) >= 2 * files, "each node fetched the locked files from the mirror"
 
     # One load per node, offline now: the locked build, from that node's own cache.
-    code = f"import json, kernels; print(json.dumps(kernels.get_kernel('{TINY_ACTIVATION}', version=1).KERNEL_IDENTITY))"  # noqa: E501
+    get = f"kernels.get_kernel('{TINY_ACTIVATION}', version=1)"
+    code = f"import json, kernels; print(json.dumps({get}.KERNEL_IDENTITY))"
     for name, env in nodes:
         loaded = tiny.run_argv(
             [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", code],
