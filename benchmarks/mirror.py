@@ -2,6 +2,7 @@
 
     python benchmarks/mirror.py            # full: 32 clients, 16 MiB .so files, then 4 clients with 256 MiB files
     python benchmarks/mirror.py --quick    # development: 4 clients, 4 MiB, then 2 clients with 32 MiB
+    python benchmarks/mirror.py --static   # 64 clients: kernlock serve against `python -m http.server`, same bytes
 
 Builds kernel repositories (one large LFS ``.so`` per variant) under a temporary folder, serves them with the
 local test Hub, locks them for this machine and writes a bundle (`kernlock bundle`): the only Hub requests. The
@@ -14,6 +15,11 @@ Reported per run: requests the server answered, MB the clients received (locked 
 time from the first start to the last exit, and the peak resident memory of all server processes (sampled every
 20 ms). The same fleet then runs against the test Hub for comparison, and a last mirror run with much larger
 files shows that the mirror's memory does not grow with file size (files are sent with ``sendfile``).
+
+``--static`` measures the server alone: 64 clients (4 processes x 16 threads, a new connection per request, as
+``http.server`` speaks HTTP/1.0) GET every locked file of the bundle ``--rounds`` times, once from `kernlock serve
+--from BUNDLE` (gunicorn, 2 workers x 8 threads) and once from ``python -m http.server`` serving a folder that holds
+the same bytes at the same URL paths; it prints requests/s and MB/s of each and their ratio.
 
 Bytecode: compiled first (``python -m compileall -q``), since PYTHONDONTWRITEBYTECODE=1 is set on this machine.
 """
@@ -59,6 +65,9 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a small run for development")
     parser.add_argument("--clients", type=int, default=None, help="client processes (default 32; quick: 4)")
     parser.add_argument("--kernels", type=int, default=2, help="locked kernels (default 2)")
+    parser.add_argument("--static", action="store_true", help="64 clients: the mirror against a static server")
+    parser.add_argument("--rounds", type=int, default=2, help="--static: GETs of every file per client")
+    parser.add_argument("--runs", type=int, default=1, help="--static: runs of each server (the best is kept)")
     return parser.parse_args()
 
 
@@ -212,7 +221,127 @@ def _hub_run(hub_root: Path, clients: int, project: Path, repos: list[str], work
     return result
 
 
+LOADER = """
+import http.client, json, sys, threading
+host, port, threads, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+paths = json.loads(sys.stdin.readline())
+totals, errors, guard = [0, 0], [], threading.Lock()
+def client():
+    done = received = 0
+    for _ in range(rounds):
+        for path in paths:
+            conn = http.client.HTTPConnection(host, port, timeout=120)
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            body = answer.read()
+            conn.close()
+            if answer.status != 200:
+                errors.append(answer.status)
+            done, received = done + 1, received + len(body)
+    with guard:
+        totals[0] += done
+        totals[1] += received
+sys.stdin.readline()  # go
+workers = [threading.Thread(target=client) for _ in range(threads)]
+for w in workers: w.start()
+for w in workers: w.join()
+print(json.dumps({"requests": totals[0], "bytes": totals[1], "errors": len(errors)}))
+"""
+
+
+def _load(port: int, paths: list[str], rounds: int, env: dict[str, str]) -> dict:
+    """64 clients (4 processes x 16 threads) GET every path ``rounds`` times, all started at once."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOADER, "127.0.0.1", str(port), "16", str(rounds)],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        for _ in range(4)
+    ]  # fmt: skip
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(paths) + "\n")
+        proc.stdin.flush()
+    started = time.monotonic()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("\n")
+        proc.stdin.close()
+    results = []
+    for proc in procs:
+        assert proc.stdout is not None
+        results.append(json.loads(proc.stdout.read()))
+        proc.wait()
+    wall = time.monotonic() - started
+    total = {key: sum(r[key] for r in results) for key in ("requests", "bytes", "errors")}
+    return {**total, "wall": wall, "rps": total["requests"] / wall, "mbps": total["bytes"] / 1e6 / wall}
+
+
+def _static_run(args: argparse.Namespace, work: Path) -> int:
+    import shutil
+
+    from kernlock import lockfile
+    from kernlock import sync as syncing
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNELS_", "KERNLOCK_"))}
+    env.update({"HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+    so_mib = 4 if args.quick else 16
+    _, project, _repos, bundle = _build(work / "static", args.kernels, so_mib, env)
+    lock = lockfile.read(project / "kernels.lock")
+    cache = work / "static" / "connected-cache"
+    site, paths = work / "static-site", []
+    for entry, variant in syncing.targets(lock, [CPU_ENV]):
+        snapshot = cache / f"kernels--{entry.repo.replace('/', '--')}" / "snapshots" / entry.commit
+        for f in variant.files:
+            url = f"/kernels/{entry.repo}/resolve/{entry.commit}/build/{variant.name}/{f.path}"
+            target = site / url.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(snapshot / "build" / variant.name / f.path, target)
+            paths.append(url)
+    mirror_best, static_best = None, None
+    for _ in range(args.runs):
+        with MirrorProcess(["--from", str(bundle)], env, work / "access.log", workers=2, threads=8) as mirror:
+            result = _load(mirror.port, paths, args.rounds, env)
+        mirror_best = result if mirror_best is None or result["rps"] > mirror_best["rps"] else mirror_best
+        port = free_port()
+        static = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(site), str(port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            _wait_for(port)
+            result = _load(port, paths, args.rounds, env)
+        finally:
+            static.terminate()
+            static.wait()
+        static_best = result if static_best is None or result["rps"] > static_best["rps"] else static_best
+    assert mirror_best is not None and static_best is not None
+    size = sum(f.size for _e, v in syncing.targets(lock, [CPU_ENV]) for f in v.files)
+    rounds = f"{args.rounds} rounds x {len(paths)} files ({size / 1e6:.1f} MB a round)"
+    print(f"\n64 clients x {rounds}, best of {args.runs}")
+    print("| server | requests | errors | wall s | requests/s | MB/s |")
+    print("|---|---|---|---|---|---|")
+    for name, r in (("kernlock serve (gunicorn 2x8)", mirror_best), ("python -m http.server", static_best)):
+        print(f"| {name} | {r['requests']} | {r['errors']} | {r['wall']:.2f} | {r['rps']:.0f} | {r['mbps']:.0f} |")
+    print(f"ratio (mirror / static): {mirror_best['rps'] / static_best['rps']:.2f}x requests/s")
+    return 1 if mirror_best["errors"] or static_best["errors"] else 0
+
+
+def _wait_for(port: int) -> None:
+    import socket
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
 def _run(args: argparse.Namespace, work: Path) -> int:
+    if args.static:
+        return _static_run(args, work)
     clients = args.clients or (4 if args.quick else 32)
     small, big, big_clients = (4, 32, 2) if args.quick else (16, 256, 4)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNELS_", "KERNLOCK_"))}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kernlock.sharing import make_folder
+
 __all__ = ["write_bytes_atomic", "write_text_atomic"]
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -38,7 +40,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     file is removed and ``path`` is left as it was.
     """
     path = Path(path).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)  # group-shareable below a group-writable folder (kernlock.sharing)
     mode = _old_mode(path)
     # A replacement is written unreadable to others until it gets the old file's bits; a new file is created with
     # what open() would give it (the kernel applies the umask: no os.umask() round trip, which is process-wide and

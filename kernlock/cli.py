@@ -391,3 +391,10 @@ def serve(
     cli_output.print_serving(app, host, port)
     sys.stdout.flush()
     api.serve(app, host, port, workers, threads, access_log)
+
+
+from kernlock.cli_hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)
+
+for _command in hook.commands.values():  # its commands get the error handling here: no import cycle
+    _command.callback = handle_errors(_command.callback)  # type: ignore[arg-type]
+main.add_command(hook)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kernlock.wording import count
+from kernlock.wording import size as _size
 
 if TYPE_CHECKING:
     from kernlock.airgap import BundleResult
@@ -113,15 +114,6 @@ def print_env(report: dict[str, Any]) -> None:
         click.echo(f"  {row['repo']}: {row['variant'] or 'NOT LOCKED for this environment'}")
     if report.get("lock_error"):
         click.echo(f"  ({report['lock_error']})")
-
-
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def print_sync(report: SyncReport) -> None:

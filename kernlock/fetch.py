@@ -1,9 +1,10 @@
 """Bring one locked variant into the cache: download exactly the files that are missing or wrong, verified.
 
-A file is downloaded to ``blobs/<etag>.incomplete`` (resumed if an earlier sync was interrupted), hashed, and
-only moved into place when it matches the lock; then its ``snapshots/...`` symlink is pointed at it. Only
-``sync`` and the run-time path of a variant that is not synced yet import this module; it imports the network
-stack (through :class:`kernlock.hub.Hub`) only when a file must really be fetched.
+A file is downloaded to this process's ``blobs/<etag>.<host>-<pid>-<thread>.incomplete`` (resumed from what an
+interrupted sync left, :mod:`kernlock.sharing`), hashed, and only moved into place when it matches the lock; then its
+``snapshots/...`` symlink is pointed at it. Only ``sync`` and the run-time path of a variant that is not synced yet
+import this module; it imports the network stack (through :class:`kernlock.hub.Hub`) only when a file must really be
+fetched.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from kernlock.cache import (
 )
 from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
+from kernlock.sharing import cache_lock, claim_partial, make_folder
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
+from kernlock.wording import size
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor
-
-    from filelock import FileLock
+    from contextlib import AbstractContextManager
 
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "FileSource",
     "VariantResult",
     "cache_error",
+    "check_room",
     "client",
     "ensure_variant",
     "fetch_variant",
@@ -92,14 +95,9 @@ class VariantResult:
         return "repaired" if self.repaired or self.removed else "downloaded" if self.downloaded else "present"
 
 
-def _lock_file(repo: str, name: str, cache: Path) -> FileLock:
-    path = under(cache, ".locks", hfenv.repo_folder(repo), f"{name}.lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    unlink_symlink(path)
-
-    from filelock import FileLock
-
-    return FileLock(str(path))
+def _lock_file(repo: str, name: str, cache: Path) -> AbstractContextManager[None]:
+    """The lock of one file or variant in the cache: group-shareable, skipped where the filesystem cannot lock."""
+    return cache_lock(under(cache, ".locks", hfenv.repo_folder(repo), f"{name}.lock"))
 
 
 @memoize
@@ -135,7 +133,7 @@ def client(hub: FileSource | None) -> Callable[[], FileSource]:
 
 def _link(blob: Path, link: Path, target: str) -> None:
     """Point ``link`` at ``blob`` with the relative symlink ``target`` (as huggingface_hub does), atomically."""
-    link.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(link.parent)
     if link.is_symlink() and os.readlink(link) == target:
         return
     import shutil  # ~5 ms: only a sync that links files pays it
@@ -187,7 +185,8 @@ def _install_file(
             and file_hash(blob, locked.algorithm) == locked.hash
         )
         if not reusable:
-            incomplete = blob.with_name(blob.name + ".incomplete")
+            make_folder(blob.parent)
+            incomplete = claim_partial(blob)  # this process's own: never shared, never half-visible
             unlink_symlink(incomplete)  # never download through a symlink
             _download_verified(hub, entry, variant, locked, incomplete, bar)
             os.replace(incomplete, blob)
@@ -272,6 +271,38 @@ def write_ref(entry: LockedKernel, cache: Path) -> None:
         # Skipped with reason: only kernels' own ``version=N`` lookup reads refs/, every locked load is by commit.
 
 
+def check_room(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> None:
+    """Refuse, before any download, files that cannot fit: the sizes of the locked files whose blob is not in the
+    cache yet (every size is in the lock) against the free space of the cache's disk."""
+    needed, seen = 0, set()
+    for entry, variant in pairs:
+        for locked in variant.files:
+            blob = blob_path(entry, locked, cache)
+            if blob in seen:
+                continue
+            seen.add(blob)
+            try:
+                if blob.stat().st_size == locked.size:
+                    continue
+            except OSError:
+                pass
+            needed += locked.size
+    if not needed:
+        return
+    import shutil  # ~5 ms: only a sync that downloads pays it
+
+    folder = cache
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise KernlockError(
+            f"not enough free space for the kernel cache {cache}: the locked files to download need {size(needed)} "
+            f"({needed} bytes) and its disk has {size(free)} ({free} bytes) free; nothing was downloaded. Free up "
+            "space, or point KERNELS_CACHE (or HF_HUB_CACHE) at a larger disk, then run `kernlock sync` again."
+        )
+
+
 def cache_error(cache: Path, err: OSError) -> KernlockError:
     """The message for a cache kernlock cannot write to."""
     return KernlockError(
@@ -296,6 +327,7 @@ def ensure_variant(
         if offline or hfenv.offline():
             raise
     interrupt.reset()  # a load after an interrupted one (library use) fetches again
+    check_room([(entry, variant)], cache)
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
             result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False))

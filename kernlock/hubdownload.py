@@ -17,6 +17,7 @@ from huggingface_hub.utils import hf_raise_for_status  # type: ignore[attr-defin
 from kernlock import interrupt
 from kernlock.errors import IntegrityError
 from kernlock.hubhttp import HubSession, Retry, content_length, timeout
+from kernlock.sharing import make_folder
 
 if TYPE_CHECKING:
     from httpx2 import Response
@@ -51,7 +52,7 @@ def fetch_into(transfer: Transfer) -> None:
     """One attempt of a download into ``transfer.dest``, resuming from the bytes it already holds; a fault worth a
     retry raises :class:`kernlock.hubhttp.Retry` (the caller's budget decides), a wrong size IntegrityError."""
     dest, size = transfer.dest, transfer.size
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(dest.parent)
     with open(dest, "ab") as handle:
         have = handle.tell()
         if size is not None and have > size:

@@ -13,6 +13,7 @@ from kernlock.errors import DamagedLockError, KernlockError, LockError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
 from kernlock.lockmodel import Lock
 from kernlock.project import Project, Upgrade
+from kernlock.sharing import cache_lock, kernlock_folder
 
 if TYPE_CHECKING:
     from kernlock import sync as syncing
@@ -35,8 +36,10 @@ def this_environment(lock: Lock) -> str:
 
 
 def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, hub: Hub | None) -> LockResult:
-    """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale. A lock
-    that fails its checks is refused in every mode: only `kernlock lock` repairs it (it may not move a pin)."""
+    """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale, under the
+    project lock (``.kernlock/lock.lock``): 8 ranks syncing a stale lock at once resolve it once and write it once,
+    and every rank syncs the same commits (where the filesystem cannot lock, each re-locks). A lock that fails its
+    checks is refused in every mode: only `kernlock lock` repairs it (it may not move a pin)."""
     if frozen:
         return LockResult(lock=read_lock(project), written=False, reason=None)
     if locked or offline:
@@ -49,7 +52,14 @@ def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, 
                 f"{err} `--offline` cannot re-lock: run `kernlock lock` online first, or use the lock as it is "
                 "with `kernlock sync --offline --frozen`."
             ) from err
-    return lock_project(project, Upgrade(), hub=hub, repair=False)
+    try:
+        return lock_project(project, Upgrade(), check=True, hub=hub)  # up to date: no project lock, no request
+    except DamagedLockError:
+        raise
+    except LockError:
+        pass  # stale: one process at a time re-locks; the others wait, then read what it wrote (no request)
+    with cache_lock(kernlock_folder(project.root) / "lock.lock"):
+        return lock_project(project, Upgrade(), hub=hub, repair=False)
 
 
 def sync(

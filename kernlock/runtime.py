@@ -17,6 +17,7 @@ from kernlock.activated import Settings
 TYPE_CHECKING = False  # typing is not imported: activation must stay cheap
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
     from types import ModuleType
     from typing import Any
 
@@ -40,6 +41,10 @@ VERIFY_MODES = ("receipt", "full")
 # Sources of ``sitecustomize.py`` for `kernlock run`: activate, then run the sitecustomize it shadows.
 SITECUSTOMIZE = '''"""Written by `kernlock run`: activate kernlock in every Python process, then chain."""
 import importlib, importlib.util, os, sys
+
+# What `kernlock run` saw, restored where a launcher did not pass it on (DeepSpeed multi-node, srun --export=NONE).
+for _key, _value in {settings}.items():
+    os.environ.setdefault(_key, _value)
 
 
 def _kernlock_fail(message):
@@ -151,10 +156,66 @@ def _install_transformers(module: ModuleType) -> None:
     hooks_transformers.install(module)
 
 
+# -- carried into spawned children ----------------------------------------------------------------------------
+# A ``spawn`` or ``forkserver`` child (and so ``torch.multiprocessing.spawn``) is a new interpreter that imports the
+# parent's main module as ``__mp_main__``: what the parent did under ``if __name__ == "__main__":``, such as
+# ``kernlock.activate()``, is not done again there. multiprocessing sends every child a dict of preparation data
+# before it imports anything of the parent's; kernlock adds one entry whose unpickling activates the child with the
+# parent's lock and mode, before the child's main module runs. ``fork`` children share the parent's memory.
+
+#: The entry of multiprocessing's preparation data (``spawn.prepare`` ignores keys it does not know).
+CARRY_KEY = "kernlock_activation"
+
+
+class _Carried:
+    """The parent's activation, pickled into a child's preparation data: unpickling it activates the child."""
+
+    __slots__ = ("lockfile", "mode", "verify")
+
+    def __init__(self, lockfile: str, mode: str, verify: str) -> None:
+        self.lockfile, self.mode, self.verify = lockfile, mode, verify
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:
+        return _reactivate, (self.lockfile, self.mode, self.verify)
+
+
+def _reactivate(lockfile: str, mode: str, verify: str) -> None:
+    """In the child: activate as the parent was (one line and exit 1 if that is no longer possible)."""
+    from kernlock.errors import ActivationError
+
+    if verify != "receipt":
+        os.environ.setdefault("KERNLOCK_VERIFY", verify)
+    try:
+        activate(lockfile=lockfile, mode=mode)
+    except ActivationError as err:
+        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _install_carry(module: ModuleType) -> None:
+    """Wrap ``multiprocessing.spawn.get_preparation_data`` so that every child it prepares carries the activation."""
+    original = module.get_preparation_data
+    if getattr(original, "__kernlock__", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        current = activated.settings()
+        if current is not None:
+            data[CARRY_KEY] = _Carried(current.lockfile, current.mode, current.verify)
+        return data
+
+    get_preparation_data.__kernlock__ = True  # type: ignore[attr-defined]  # marks the wrapper
+    get_preparation_data.__wrapped__ = original  # type: ignore[attr-defined]
+    module.get_preparation_data = get_preparation_data  # type: ignore[attr-defined]  # a ModuleType here
+
+
 #: Module name -> installer, run right after the module has executed (or at once if it already has).
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "kernels": _install_kernels,
     "transformers.modeling_utils": _install_transformers,
+    "multiprocessing.spawn": _install_carry,  # spawn and forkserver children carry the activation
 }
 
 
@@ -206,12 +267,22 @@ def _watch() -> None:
 # -- `kernlock run` ------------------------------------------------------------------------------------------
 
 
+#: What `kernlock run` writes into its sitecustomize.py (never a token): a child whose launcher filtered the
+#: environment gets them back, so it honours the same lock, mode and cache without any variable of its own.
+CARRIED = ("KERNLOCK_LOCKFILE", "KERNLOCK_MODE", "KERNLOCK_VERIFY", "KERNELS_CACHE", "HF_HUB_OFFLINE", "HF_ENDPOINT")
+
+
 def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> dict[str, str]:
     """The environment for `kernlock run`: the lock (checked now, so errors come before CMD starts), the mode,
-    and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD."""
+    and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD.
+
+    The sitecustomize lives beside the lock (on the job's shared filesystem, where every node finds it) and carries
+    the settings itself, so a rank whose launcher forwards only ``PYTHON*`` variables, or whose HOME is its own,
+    still honours the lock (docs/clusters.md)."""
     from pathlib import Path
 
     from kernlock import lockfile as lockfiles
+    from kernlock.cache import cache_dir
 
     path = find_lockfile(lockfile)
     lockfiles.read(Path(path))
@@ -219,29 +290,38 @@ def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -
     env["KERNLOCK_LOCKFILE"] = path
     chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")
     _choice(env.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY")
-    if mode is not None:
-        env["KERNLOCK_MODE"] = chosen
-    site = _site_dir()
+    env["KERNLOCK_MODE"] = chosen
+    env["KERNELS_CACHE"] = os.path.abspath(cache_dir())
+    carried = {key: env[key] for key in CARRIED if env.get(key)}
+    site = _site_dir(Path(path).parent, SITECUSTOMIZE.replace("{settings}", repr(carried), 1))
     env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
-def _site_dir() -> str:
-    """A folder holding only our ``sitecustomize.py``, named after its content (written once, atomically)."""
+def _site_dir(project: Path, source: str) -> str:
+    """A folder holding only ``source`` as ``sitecustomize.py``, named after its content (written once,
+    atomically): ``.kernlock/run/`` beside the lock when that folder is this user's alone, else kernlock's cache."""
     import hashlib
 
     from kernlock.atomic import write_text_atomic
     from kernlock.hfenv import cache_root, private
+    from kernlock.sharing import kernlock_folder
 
-    digest = hashlib.sha256(SITECUSTOMIZE.encode()).hexdigest()[:16]
-    folder = cache_root() / "run" / digest
-    if not private(folder.parent, create=True):
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    beside = project / ".kernlock"
+    for runs in (beside / "run", cache_root() / "run"):
+        if private(runs, create=True):
+            break
+    else:
         raise _error(
-            f"cannot keep `kernlock run`'s sitecustomize.py in {folder.parent}: it cannot be created, or it is not "
-            "this user's alone (another user owns it, or a group or others can write it, and the program would run "
-            "code from it). Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` it and the folder above."
+            f"cannot keep `kernlock run`'s sitecustomize.py in {beside} or {runs}: they cannot be created, or they "
+            "are not this user's alone (another user owns them, or a group or others can write them, and the "
+            "program would run code from them). Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` the "
+            "project folder and the folders above it."
         )
-    target = folder / "sitecustomize.py"
-    if not target.is_file() or target.read_text() != SITECUSTOMIZE:
-        write_text_atomic(target, SITECUSTOMIZE)
-    return str(folder)
+    if runs.parent == beside:
+        kernlock_folder(project)  # its .gitignore
+    target = runs / digest / "sitecustomize.py"
+    if not target.is_file() or target.read_text() != source:
+        write_text_atomic(target, source)
+    return str(target.parent)

@@ -19,7 +19,17 @@ from kernlock.cache import receipts_folder, receipts_kept
 from kernlock.cache import targets as targets
 from kernlock.cache import variant_path as variant_path
 from kernlock.errors import IntegrityError, NotSyncedError
-from kernlock.fetch import FILE_WORKERS, FileSource, cache_error, client, fetch_variant, gather, progress_bar, write_ref
+from kernlock.fetch import (
+    FILE_WORKERS,
+    FileSource,
+    cache_error,
+    check_room,
+    client,
+    fetch_variant,
+    gather,
+    progress_bar,
+    write_ref,
+)
 from kernlock.fetch import VariantResult as VariantResult
 from kernlock.fetch import ensure_variant as ensure_variant
 from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
@@ -132,6 +142,7 @@ def _sync_online(
         }
         todo = [i for i in range(len(pairs)) if i not in results]
         if todo:
+            check_room([pairs[i] for i in todo], cache)  # a disk without room is refused before any download
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
                 futures = {i: variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar) for i in todo}

@@ -97,6 +97,11 @@ def kernlock_usage_problem(words: list[str]) -> str | None:
     command = main.commands.get(words[0]) if words else None
     if command is None:
         return f"`kernlock {' '.join(words)}`: {words[0] if words else 'nothing'} is not a command"
+    if isinstance(command, click.Group):  # `kernlock hook install ...`: the subcommand's options
+        sub = command.commands.get(words[1]) if len(words) > 1 else None
+        if sub is None:
+            return f"`kernlock {' '.join(words)}`: {' '.join(words[:2])} is not a command"
+        command, words = sub, words[1:]
     options = {opt for p in command.params if isinstance(p, click.Option) for opt in [*p.opts, *p.secondary_opts]}
     for word in words[1 : words.index("--")] if "--" in words else words[1:]:
         if word.startswith("-") and word.split("=")[0] not in options:
@@ -435,3 +440,51 @@ def has_receipt(entry: LockedKernel, variant: Any, cache: Path | None = None) ->
 
     path = caches.receipt_path(entry, variant, cache)
     return path is not None and path.exists()
+
+
+# -- a small locked project for cluster tests (launchers, hooks, spawned children) ---------------------------------
+
+TINY_ATTENTION = "kernels-community/flash-attn2"
+TINY_ACTIVATION = "kernels-community/activation"
+
+
+def tiny_locked_project(base: Path) -> LockedProject:
+    """Two kernels (attention v2, activation v1; CPU builds only) locked and synced from a local Hub, which is
+    stopped on return: ``env`` still points HF_ENDPOINT at it, so any request would fail."""
+    from kernlock import lockfile
+    from kernlock.testing import CPU_VARIANT
+
+    root = base / "hub"
+    create_kernel_repo(root, TINY_ATTENTION, {"v2": [CPU_VARIANT], "v4": [CPU_VARIANT]}, kind="attention")
+    create_kernel_repo(root, TINY_ACTIVATION, {"v1": [CPU_VARIANT]}, kind="activation")
+    project = base / "project"
+    project.mkdir()
+    write_pyproject(project, f'"{TINY_ATTENTION}" = "v2"\n"{TINY_ACTIVATION}" = "v1"\n', environments=[CPU_ENV])
+    env = user_env_for(base)
+    with HubServer(root) as server:
+        for command in ("lock", "sync"):
+            result = run_cli(command, "--project", str(project), env={**env, **server.env()})
+            assert result.returncode == 0, result.stderr
+        env.update(server.env())
+    return LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
+
+
+def overlay_venv(folder: Path) -> Path:
+    """A new virtual environment at ``folder`` that sees this one's packages (kernlock, kernels, torch...) through
+    a ``.pth`` line, so a test can change its site-packages (``kernlock hook install``) without touching this one.
+    Returns its interpreter."""
+    import site
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    assert ours in site.getsitepackages() or ours in sys.path, ours
+    (Path(purelib) / "_overlay.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return python

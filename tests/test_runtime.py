@@ -411,18 +411,23 @@ def test_kernlock_run_checks_the_lock_before_starting(rt: Runtime, tmp_path: Pat
 
 
 def test_kernlock_run_refuses_a_cache_others_can_write(rt: Runtime, tmp_path: Path):
-    """`kernlock run` puts a sitecustomize.py from kernlock's cache on the program's path: in a folder anyone can
-    write, someone else could swap it for their code, so the program is not started and the error names the fix."""
+    """`kernlock run` puts a sitecustomize.py on the program's path: beside the lock when that folder is the user's
+    alone, else in kernlock's cache. Where both can be written by others, someone else could swap it for their code,
+    so the program is not started and the error names the fix."""
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
+    project = shared / "project"
+    project.mkdir()
+    shutil.copy(rt.project / "kernels.lock", project / "kernels.lock")
     child = rt.run_argv(
         [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", "print('ran')"],
         env={"KERNLOCK_CACHE": str(shared / "kernlock")},
+        cwd=project,
     )
     assert child.returncode == 1 and "ran" not in child.stdout
-    assert "is not this user's alone" in child.stderr and "KERNLOCK_CACHE" in child.stderr
-    assert not (shared / "kernlock" / "run").exists() or not any((shared / "kernlock" / "run").rglob("*.py"))
+    assert "are not this user's alone" in child.stderr and "KERNLOCK_CACHE" in child.stderr
+    assert not list(shared.rglob("*.py"))
 
 
 # -- activation itself -------------------------------------------------------------------------------------------
