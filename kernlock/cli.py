@@ -109,6 +109,15 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _warn_gate() -> None:
+    """One line when the installed transformers/kernels pair turns transformers' Hub kernel paths off."""
+    from kernlock import gatewarning
+
+    message = gatewarning.warning()
+    if message:
+        click.secho(message, fg="yellow", err=True)
+
+
 def _fail(message: str) -> None:
     if click.get_current_context().find_root().params.get("verbose"):
         import traceback
@@ -140,6 +149,7 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | 
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
     from kernlock import api, cli_output
 
+    _warn_gate()
     try:
         result = api.add(project_dir, list(specs), trust=trust)
     except DuplicateSpecError as err:
@@ -176,6 +186,7 @@ def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: 
 
     if check and (upgrade or upgrade_kernels or dry_run):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run.")
+    _warn_gate()
     result = api.lock(
         project_dir, Upgrade(all=upgrade, kernels=frozenset(upgrade_kernels)), check=check, dry_run=dry_run
     )
@@ -229,6 +240,7 @@ def sync(
 
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
+    _warn_gate()
     if from_bundle is not None:
         if locked or frozen or offline:
             raise click.UsageError("--from installs kernels.lock as it is: drop --locked, --frozen and --offline.")
@@ -259,6 +271,7 @@ def show(as_json: bool, project_dir: Path | None) -> None:
     """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
     from kernlock import api, cli_output
 
+    _warn_gate()
     result = api.show(project_dir)
     if result.stale:
         click.secho(f"warning: kernels.lock is stale: {result.stale}; run `kernlock lock`.", fg="yellow", err=True)

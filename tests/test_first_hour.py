@@ -1,0 +1,231 @@
+"""A new user's first hour (issue 22, part 2): the sample Hub from the shell, the README's Quick start as written,
+and the warning when the installed transformers/kernels pair turns Hub kernels off. Real CLI, real processes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import CPU_ENV, clean_env, run_cli, write_pyproject
+
+from kernlock import lockfile
+from kernlock.testing import Catalog, HubServer
+
+ROOT = Path(__file__).resolve().parent.parent
+CU128 = "torch211-cxx11-cu128-x86_64-linux"
+
+
+def _quick_start() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text[text.index("## Quick start") : text.index("## Commands")]
+
+
+def _console_lines(block: str) -> list[str]:
+    return [line[2:] for line in block.splitlines() if line.startswith("$ ")]
+
+
+class _Served:
+    """``python -m kernlock.testing serve ...`` in its own process: its URL and the export line it printed."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernlock.testing", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        self.export = self.proc.stdout.readline().strip()
+
+    def exported(self) -> dict[str, str]:
+        assert self.export.startswith("export "), self.export
+        return dict(word.split("=", 1) for word in shlex.split(self.export[len("export ") :]))
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.terminate()
+        code = self.proc.wait(timeout=10)
+        assert self.proc.stderr is not None
+        return code, self.proc.stderr.read()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[list[_Served]]:
+    running: list[_Served] = []
+    yield running
+    for server in running:
+        if server.proc.poll() is None:
+            server.stop()
+
+
+def _user(tmp_path: Path, exported: dict[str, str]) -> dict[str, str]:
+    return clean_env(
+        **exported,
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_HUB_CACHE=str(tmp_path / "hf-cache"),
+        KERNLOCK_CACHE=str(tmp_path / "kernlock-cache"),
+    )
+
+
+# -- 1. the sample Hub from the shell -------------------------------------------------------------------------
+
+
+def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path: Path, served: list[_Served]):
+    root = tmp_path / "hub"
+    built = subprocess.run(
+        [sys.executable, "-m", "kernlock.testing", "catalog", str(root)], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    assert "kernels-community/flash-attn2" in built.stdout and "v1 v2 v3 v4 v5" in built.stdout
+    assert f"python -m kernlock.testing serve {root}" in built.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "kernlock.testing", "catalog", str(root)], capture_output=True, text=True
+    )
+    assert again.returncode == 2 and "not an empty folder" in again.stderr  # never builds over a Hub
+
+    server = _Served(["serve", str(root), "--port", "0", "--latency", "0.2"])
+    served.append(server)
+    assert server.url.startswith("http://127.0.0.1:")
+    assert server.exported() == {"HF_ENDPOINT": server.url, "HF_HUB_DISABLE_XET": "1"}
+    env = _user(tmp_path, server.exported())
+    project = tmp_path / "project"
+    project.mkdir()
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', environments=[CPU_ENV])
+    started = time.monotonic()
+    locked = run_cli("lock", env=env, cwd=project)
+    assert locked.returncode == 0, locked.stderr
+    assert time.monotonic() - started > 0.2 * 3  # a few requests, each delayed by the latency asked for
+    before = lockfile.read(project / "kernels.lock").kernels[0].commit
+
+    moved = subprocess.run(
+        [sys.executable, "-m", "kernlock.testing", "move", str(root), "kernels-community/activation", "v1"],
+        capture_output=True,
+        text=True,
+    )
+    assert moved.returncode == 0, moved.stderr
+    match = re.fullmatch(
+        r"moved kernels-community/activation@v1: ([0-9a-f]{40}) -> ([0-9a-f]{40})", moved.stdout.split("\n")[0]
+    )
+    assert match and match.group(1) == before and match.group(2) != before
+    upgraded = run_cli("lock", "--upgrade", env=env, cwd=project)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert lockfile.read(project / "kernels.lock").kernels[0].commit == match.group(2)  # the server saw the move
+    code, _ = server.stop()
+    assert code == 0
+
+
+# -- 2. the README's Quick start, as written ---------------------------------------------------------------
+
+
+def test_readme_quick_start_locks_as_written_against_the_sample_hub(tmp_path: Path, served: list[_Served]):
+    section = _quick_start()
+    consoles = re.findall(r"```console\n(.*?)```", section, re.S)
+    (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    hub_root = tmp_path / "hub"
+    exported: dict[str, str] = {}
+    for line in _console_lines(consoles[0]):  # the sample Hub: build, serve, export
+        words = shlex.split(line, comments=True)
+        words = [str(hub_root) if w == "/tmp/hub" else w for w in words]
+        if words[0] == "export":
+            readme_export = dict(w.split("=", 1) for w in words[1:])
+            continue
+        assert words[:3] == ["python", "-m", "kernlock.testing"], line
+        if words[-1] == "&":
+            words = ["0" if w == "8765" else w for w in words[:-1]]
+            server = _Served(words[3:])
+            served.append(server)
+            exported = server.exported()
+        else:
+            done = subprocess.run([sys.executable, *words[1:]], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+    assert set(readme_export) == set(exported)  # the README exports what `serve` prints (its port aside)
+    env = _user(tmp_path, exported)
+
+    cwd = tmp_path
+    for block in consoles[1:]:
+        for line in _console_lines(block):
+            words = shlex.split(line, comments=True)
+            if words[0] == "cd":
+                cwd = cwd / words[1]
+                cwd.mkdir()
+                subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+                continue
+            if words[0] == "git":
+                done = subprocess.run(words, cwd=cwd, capture_output=True, text=True)
+            elif words[0] == "kernlock" and words[1] != "run":
+                done = run_cli(*words[1:], env=env, cwd=cwd)
+            else:
+                continue  # `kernlock run -- trl ...`, `python train.py`: the user's own program
+            assert done.returncode == 0, (line, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr and "warning" not in done.stderr, (line, done.stderr)
+        if block is consoles[1]:  # then the user declares where they run: the README's TOML
+            pyproject = cwd / "pyproject.toml"
+            assert pyproject.read_text().lstrip().startswith("[tool.kernlock")  # all kernlock created
+            pyproject.write_text(toml)
+
+    lock = lockfile.read(cwd / "kernels.lock")
+    assert lock.environments == tuple(sorted([CPU_ENV, CU128]))
+    fa2 = {env: lock.entry_for("kernels-community/flash-attn2", env) for env in (CPU_ENV, CU128)}
+    assert fa2[CU128] is not None and fa2[CU128].requested == "v2"
+    assert fa2[CPU_ENV] is not None and fa2[CPU_ENV].requested == "v3"
+    activation = lock.entry_for("kernels-community/activation", CU128)
+    assert activation is not None and activation.requested == "v1"
+
+
+# -- 3. the transformers/kernels gate, told by add, lock, sync and show --------------------------------------
+
+
+def _installed(site: Path, name: str, version: str, package: dict[str, str] | None = None) -> None:
+    """A distribution as pip installs it: its .dist-info folder (and package files) in ``site``."""
+    dist = site / f"{name}-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    for rel, text in (package or {}).items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+
+
+_GATE_523 = 'KERNELS_MIN_VERSION = "0.18.2"\nKERNELS_MAX_VERSION = "0.19.0"\n'
+
+
+def test_a_pair_that_turns_hub_kernels_off_is_told_in_one_line_and_the_verdict_is_remembered(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, tmp_path: Path
+):
+    # transformers 5.24.0 beside the installed kernels 0.17.2, found first on the path as pip's would be
+    site = tmp_path / "site"
+    _installed(
+        site,
+        "transformers",
+        "5.24.0",
+        {
+            "transformers/__init__.py": "",
+            "transformers/utils/__init__.py": "",
+            "transformers/utils/import_utils.py": _GATE_523,
+        },
+    )
+    env = {**user_env, "PYTHONPATH": str(site)}
+    write_pyproject(project, "", environments=[CPU_ENV])
+    add = run_cli("add", "kernels-community/activation@v1", env=env, cwd=project)
+    assert add.returncode == 0, add.stderr
+    (line,) = [text for text in add.stderr.splitlines() if "warning" in text]
+    assert line.startswith("warning: transformers 5.24.0 only uses kernels >=0.18.2,<0.19.0, but kernels 0.17.2")
+    assert "silently OFF" in line and "pip install 'transformers==5.22.2' 'kernels==0.17.2'" in line
+    for command in (["lock"], ["sync"], ["show"]):
+        done = run_cli(*command, env=env, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert [text for text in done.stderr.splitlines() if "warning" in text] == [line], command
+    # The verdict is remembered: metadata is not read again while nothing is installed (a changed file inside an
+    # installed package does not count), and read again after an install.
+    (site / "transformers/utils/import_utils.py").write_text(
+        'KERNELS_MIN_VERSION = "0.17.2"\nKERNELS_MAX_VERSION = "0.18.0"\n'
+    )
+    assert line in run_cli("show", env=env, cwd=project).stderr
+    _installed(site, "kernels", "0.18.2")
+    (site / "transformers/utils/import_utils.py").write_text(_GATE_523)
+    fixed = run_cli("show", env=env, cwd=project)
+    assert fixed.returncode == 0 and "warning" not in fixed.stderr, fixed.stderr
+    # the pair of this venv (transformers 5.22.2, kernels 0.17.2) warns of nothing
+    assert "warning" not in run_cli("show", env=user_env, cwd=project).stderr
