@@ -12,12 +12,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kernlock import eligibility, interrupt, names
+from kernlock import eligibility, interrupt, names, nobuild
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
 from kernlock.lockfile import normalized
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
-from kernlock.project import Project, Upgrade
+from kernlock.project import Pin, Project, Requirement, Upgrade
 from kernlock.values import replace
 
 TYPE_CHECKING = False
@@ -44,6 +44,7 @@ class _Task:
     environments: set[Environment]
     trusted_by_user: bool = False
     required_by: set[str] = field(default_factory=set)
+    requirement: Requirement | None = None  # the project's own entry (None for a kernel dependency)
 
 
 def resolve(
@@ -59,7 +60,7 @@ def resolve(
     for req in project.requirements.values():
         for env in environments:
             pin = req.pin_for(env)
-            task = tasks.setdefault((req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust))
+            task = tasks.setdefault((req.repo, pin.rev), _Task(req.repo, pin.rev, set(), req.trust, requirement=req))
             task.environments.add(env)
     direct = set(tasks)
     trusted = {req.repo: req.trust for req in project.requirements.values()}
@@ -68,7 +69,7 @@ def resolve(
     pending = list(tasks.values())
     with interrupt.worker_pool(MAX_WORKERS) as pool:
         while pending:
-            results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade), pending))
+            results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade, environments), pending))
             for task, (entry, _) in zip(pending, results, strict=True):
                 entries[(task.repo, task.rev)] = _merge(entries.get((task.repo, task.rev)), entry)
             deps: dict[tuple[str, str], _Task] = {}
@@ -112,7 +113,9 @@ def locked_variants(
     )
 
 
-def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
+def _resolve_task(
+    task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade, everywhere: list[Environment]
+) -> tuple[LockedKernel, list[_Task]]:
     org = task.repo.split("/")[0]
     if not task.trusted_by_user and not hub.is_trusted(org):  # also for kept pins: `trust` may have been removed
         raise ResolutionError(
@@ -135,7 +138,7 @@ def _resolve_task(task: _Task, hub: Hub, previous: Lock | None, upgrade: Upgrade
     chosen = {env: env.select_variant(tree) for env in task.environments}
     refused = _refusals(hub, task.repo, commit, tree, chosen)
     if refused:
-        raise ResolutionError(_no_build_message(task, commit, refused, tree, hub))
+        raise ResolutionError(_no_build_message(task, commit, refused, tree, hub, everywhere))
     entry = LockedKernel(
         repo=task.repo,
         requested=task.rev,
@@ -281,28 +284,61 @@ def _is_ref(value: str) -> bool:
 
 
 def _no_build_message(
-    task: _Task, commit: str, refused: dict[Environment, str], tree: dict[str, tuple[LockedFile, ...]], hub: Hub
+    task: _Task,
+    commit: str,
+    refused: dict[Environment, str],
+    tree: dict[str, tuple[LockedFile, ...]],
+    hub: Hub,
+    everywhere: list[Environment],
 ) -> str:
-    """Name the environments that cannot use the commit and why, the versions that work there, and the variants
-    that exist."""
+    """Name the environments that cannot use the commit and why, the entries whose `when` did not apply there, the
+    builds that exist (grouped), the versions that work there and a `when` pin to paste."""
     missing = ", ".join(str(env) for env in refused)
     if all(reason == eligibility.NO_BUILD for reason in refused.values()):
         lines = [f"{task.repo}@{task.rev} has no build for {missing}."]
     else:
         lines = [f"{task.repo}@{task.rev} ({commit[:12]}) cannot be loaded on {missing}:"]
         lines += [f"  {env}: {reason}" for env, reason in refused.items()]
-    lines.append(f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}")
+    for env in refused:
+        lines += nobuild.unapplied_entries(task.requirement, env, task.rev)
+    lines.append(f"  builds at {task.rev} ({len(tree)}):" if tree else f"  builds at {task.rev}: none")
+    lines += nobuild.grouped_builds(tree)
     try:
         with_build = _versions_with_builds(hub, task.repo, list(refused))
         lines.append(f"  versions with a build for {missing}: {', '.join(with_build) or 'none'}")
         if with_build:
-            lines.append(
-                f"  fix: pin one, e.g. `kernlock add {task.repo}@{with_build[-1]}`, or a `when` entry: "
-                f'{{ rev = "{with_build[-1]}", when = "..." }}.'
-            )
+            lines += _when_fix(task, list(refused), with_build[-1], hub, everywhere)
     except KernlockError:
         pass
     return "\n".join(lines)
+
+
+def _when_fix(
+    task: _Task, refused: list[Environment], newest: str, hub: Hub, everywhere: list[Environment]
+) -> list[str]:
+    """The fix lines: entries to paste into [tool.kernlock.kernels], each with a `when` that holds only where the
+    requested revision has no build (one entry for them all when one condition can say it, else one each)."""
+    generic = f"  fix: pin one, e.g. `kernlock add {task.repo}@{newest}`"
+    others = [env for env in everywhere if env not in refused]
+    if task.requirement is None or not others:  # a kernel dependency, or no environment keeps the revision
+        return [generic + "."]
+    together = nobuild.condition_for(refused, others)
+    extra: list[tuple[str, str]] = []
+    if together is not None:
+        extra.append((newest, together))
+    else:
+        for env in refused:
+            when = nobuild.condition_for([env], others)
+            versions = _versions_with_builds(hub, task.repo, [env])
+            if when is None or not versions:
+                return [generic + " for every environment."]
+            extra.append((versions[-1], when))
+    where = "where" if len(extra) == 1 else "for the environments where"
+    return [
+        f"  fix: pin a version with a build {where} {task.rev} has none, in [tool.kernlock.kernels] of pyproject.toml:",
+        *nobuild.pasteable_pins(task.requirement, task.rev, extra),
+        f"  (or move every environment: `kernlock add {task.repo}@{newest}`)",
+    ]
 
 
 def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
@@ -387,7 +423,16 @@ def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
             f"{repo} has no stable version branch (v1 or later; found: {only}); "
             f"ask for one explicitly, e.g. `kernlock add {repo}@v0`."
         )
+    newest = f"v{versions[0]}"
+    task = _Task(repo, newest, set(environments), requirement=Requirement(repo=repo, pins=(Pin(rev=newest),)))
+    tree = hub.build_tree(repo, refs.versions()[versions[0]])
+    refused_newest = list(
+        _refusals(hub, repo, refs.versions()[versions[0]], tree, {e: e.select_variant(tree) for e in environments})
+    )
+    with_build = _versions_with_builds(hub, repo, refused_newest)
+    fix = _when_fix(task, refused_newest, with_build[-1], hub, environments) if with_build else []
     raise ResolutionError(
         f"no version of {repo} has a build for every environment ({'; '.join(lacking)}). Declare fewer "
-        f'environments, or pin per environment in pyproject: {{ rev = "vN", when = "..." }}.'
+        + ("environments, or pin per environment." if fix else "environments.")
+        + "".join(f"\n{line}" for line in fix)
     )

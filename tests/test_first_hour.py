@@ -229,3 +229,63 @@ def test_a_pair_that_turns_hub_kernels_off_is_told_in_one_line_and_the_verdict_i
     assert fixed.returncode == 0 and "warning" not in fixed.stderr, fixed.stderr
     # the pair of this venv (transformers 5.22.2, kernels 0.17.2) warns of nothing
     assert "warning" not in run_cli("show", env=user_env, cwd=project).stderr
+
+
+# -- 4. "no build": a `when` pin to paste, builds grouped, the entry that did not apply -----------------------
+
+
+def _pasteable(message: str) -> str:
+    """The `"org/name" = [...]` lines the error offers, as the user would copy them."""
+    lines = message.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().endswith("= ["))
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
+    return "\n".join(line.strip() for line in lines[start : end + 1]) + "\n"
+
+
+def test_no_build_error_offers_a_when_pin_that_locks_when_pasted(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, f'"{catalog.flash_attn2}" = "v4"\n', environments=[CPU_ENV, CU128])
+    failed = run_cli("lock", env=user_env, cwd=project)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    message = failed.stderr
+    assert f"{catalog.flash_attn2}@v4 has no build for {CU128}." in message
+    assert "builds at v4 (28):" in message
+    # one line per group, every build named once
+    groups = [line.strip() for line in message.splitlines() if line.startswith("    torch")]
+    assert "torch213-cxx11: cpu-aarch64-linux, cpu-x86_64-linux, cu126-aarch64-linux" in "\n".join(groups)
+    assert sum(len(line.split(": ", 1)[1].split(", ")) for line in groups) == 28
+    assert '{ rev = "v3", when = "cuda == 12.8" },' in message and '{ rev = "v4" },' in message
+    assert not (project / "kernels.lock").exists()
+
+    pyproject = (project / "pyproject.toml").read_text()
+    pasted = pyproject.replace(f'"{catalog.flash_attn2}" = "v4"\n', _pasteable(message))
+    (project / "pyproject.toml").write_text(pasted)
+    locked = run_cli("lock", env=user_env, cwd=project)
+    assert locked.returncode == 0, locked.stderr
+    lock = lockfile.read(project / "kernels.lock")
+    assert [(env, lock.entry_for(catalog.flash_attn2, env).requested) for env in (CPU_ENV, CU128)] == [  # type: ignore[union-attr]
+        (CPU_ENV, "v4"),
+        (CU128, "v3"),
+    ]
+
+
+def test_no_build_error_names_the_entry_whose_when_did_not_apply(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(
+        project,
+        f'"{catalog.flash_attn2}" = [\n  {{ rev = "v2", when = "cuda == 12.9" }},\n  {{ rev = "v4" }},\n]\n',
+        environments=[CPU_ENV, CU128],
+    )
+    failed = run_cli("lock", env=user_env, cwd=project)
+    assert failed.returncode == 1, failed.stderr
+    assert (
+        f'the entry {{ rev = "v2", when = "cuda == 12.9" }} does not apply to {CU128} (cuda 12.8), so it got v4'
+        in failed.stderr
+    )
+    # the pin offered keeps the user's entries and adds one before the entry that had no build
+    assert _pasteable(failed.stderr) == (
+        f'"{catalog.flash_attn2}" = [\n{{ rev = "v2", when = "cuda == 12.9" }},\n'
+        '{ rev = "v3", when = "cuda == 12.8" },\n{ rev = "v4" },\n]\n'
+    )
