@@ -81,7 +81,9 @@ class VariantResult:
     variant: str
     path: Path
     files: int
-    downloaded: tuple[str, ...] = ()  # paths fetched from the Hub
+    #: paths installed into the variant from the source (each fetched, or a blob another variant of the same
+    #: sync had just fetched: counting per variant what it needed keeps the counts the same from run to run)
+    downloaded: tuple[str, ...] = ()
     repaired: tuple[str, ...] = ()  # paths that were present but did not match the lock
     downloaded_bytes: int = 0
     removed: tuple[str, ...] = ()  # entries of the variant folder the lock does not name, removed
@@ -230,9 +232,9 @@ def fetch_variant(
         variant=variant.name,
         path=root,
         files=len(variant.files),
-        downloaded=tuple(sorted(p for p, size in sizes.items() if size)),
+        downloaded=tuple(sorted(sizes)),
         repaired=tuple(sorted(s.file.path for s in todo if s.state == FileState.MISMATCH)),
-        downloaded_bytes=sum(sizes.values()),
+        downloaded_bytes=sum(s.file.size for s in todo),
         removed=tuple(removed),
     )
 

@@ -13,7 +13,7 @@ from kernlock.environment import Environment, detect
 from kernlock.errors import DuplicateSpecError, ForeignLockError, LockError, ProjectError
 from kernlock.lockmodel import Lock
 from kernlock.project import Pin, Project, Requirement, Spec, Upgrade
-from kernlock.values import value
+from kernlock.values import field, value
 from kernlock.variants import RULE
 
 if TYPE_CHECKING:  # kernlock.hub imports huggingface_hub and httpx: only a command that makes a request does
@@ -190,6 +190,7 @@ class AddResult:
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult
     created: Path | None = None  # the pyproject.toml `add` created (no enclosing project was found)
+    replaced: dict[str, str] = field(default_factory=dict)  # repo -> what pyproject asked for before, in TOML
 
 
 def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | None = None) -> AddResult:
@@ -211,6 +212,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     hub = hub_client(hub)
     environments = target_environments(project)
     added: dict[str, str] = {}
+    replaced: dict[str, str] = {}
     requirements = dict(project.requirements)
     for spec in parsed:
         rev = spec.rev or latest_version(hub, spec.repo, environments)
@@ -219,6 +221,8 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         trusted = trust or bool(old and old.trust)
         requirements[spec.repo] = Requirement(repo=spec.repo, pins=(Pin(rev=rev),), trust=trusted)
         added[spec.repo] = rev
+        if old is not None:
+            replaced[spec.repo] = _as_toml(old)
     candidate = values.replace(project, requirements=requirements)
     previous = None
     if project.lockfile.exists():
@@ -234,11 +238,26 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
 
     pyproject_edit.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
     written = _write_if_changed(project, new)
+    new_repos = [repo for repo in added if repo not in replaced]
+    reason = "; ".join(
+        f"{verb} {', '.join(repos)}" for verb, repos in (("added", new_repos), ("changed", list(replaced))) if repos
+    )
     return AddResult(
         added=added,
-        lock=LockResult(lock=new, written=written, reason="added " + ", ".join(added)),
+        lock=LockResult(lock=new, written=written, reason=reason),
         created=project.pyproject if created else None,
+        replaced=replaced,
     )
+
+
+def _as_toml(requirement: Requirement) -> str:
+    """A requirement's value as pyproject writes it: ``"v1"``, or its list of ``{ rev, when }`` entries."""
+    import json
+
+    if len(requirement.pins) == 1 and requirement.pins[0].when is None:
+        return json.dumps(requirement.pins[0].rev)
+    entries = (", ".join(f"{k} = {json.dumps(v)}" for k, v in pin.as_data().items()) for pin in requirement.pins)
+    return "[" + ", ".join(f"{{ {entry} }}" for entry in entries) + "]"
 
 
 def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockResult:

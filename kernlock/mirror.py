@@ -320,9 +320,19 @@ _TRUSTED = {"avatarUrl": "", "isVerified": False, "trustedKernelPublisher": True
 # -- the production server ---------------------------------------------------------------------------------
 
 
-def run(app: MirrorApp, host: str, port: int, workers: int, threads: int, access_log: str) -> None:
+def run(
+    app: MirrorApp,
+    host: str,
+    port: int,
+    workers: int,
+    threads: int,
+    access_log: str,
+    announce: Callable[[], None] | None = None,
+) -> None:
     """Serve ``app`` with gunicorn (``gthread`` workers: each a process with ``threads`` threads; files go out
-    with ``sendfile``) until SIGINT/SIGTERM; the access log goes to ``access_log`` (``-``: stdout)."""
+    with ``sendfile``) until SIGINT/SIGTERM; the access log goes to ``access_log`` (``-``: stdout). ``announce``
+    runs once gunicorn is found and the address is free, just before serving (so nothing says "serving" first and
+    fails after)."""
     try:
         from gunicorn.app.base import BaseApplication
     except ImportError as err:
@@ -351,4 +361,6 @@ def run(app: MirrorApp, host: str, port: int, workers: int, threads: int, access
         def load(self) -> MirrorApp:
             return app
 
+    if announce is not None:
+        announce()
     _Server().run()

@@ -9,13 +9,92 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from kernlock import eligibility
 from kernlock.conditions import Condition
+from kernlock.errors import KernlockError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernlock.environment import Environment
+    from kernlock.lockmodel import LockedFile
     from kernlock.project import Requirement
 
-__all__ = ["condition_for", "grouped_builds", "pasteable_pins", "unapplied_entries"]
+    #: The versions (oldest first) of the repo with a build for every one of the environments given.
+    Versions = Callable[[list[Environment]], list[str]]
+
+__all__ = ["condition_for", "grouped_builds", "message", "pasteable_pins", "unapplied_entries", "when_fix"]
+
+
+def message(
+    repo: str,
+    rev: str,
+    requirement: Requirement | None,
+    commit: str,
+    refused: dict[Environment, str],
+    tree: dict[str, tuple[LockedFile, ...]],
+    everywhere: list[Environment],
+    versions: Versions,
+) -> str:
+    """Name the environments that cannot use the commit and why, the entries whose `when` did not apply there, the
+    builds that exist (grouped), the versions that work there and a `when` pin to paste."""
+    missing = ", ".join(str(env) for env in refused)
+    if all(reason == eligibility.NO_BUILD for reason in refused.values()):
+        lines = [f"{repo}@{rev} has no build for {missing}."]
+    else:
+        lines = [f"{repo}@{rev} ({commit[:12]}) cannot be loaded on {missing}:"]
+        lines += [f"  {env}: {reason}" for env, reason in refused.items()]
+    for env in refused:
+        lines += unapplied_entries(requirement, env, rev)
+    lines.append(f"  builds at {rev} ({len(tree)}):" if tree else f"  builds at {rev}: none")
+    lines += grouped_builds(tree)
+    try:
+        with_build = versions(list(refused))
+        lines.append(f"  versions with a build for {missing}: {', '.join(with_build) or 'none'}")
+        if with_build:
+            lines += when_fix(repo, rev, requirement, list(refused), everywhere, versions)
+    except KernlockError:
+        pass
+    return "\n".join(lines)
+
+
+def when_fix(
+    repo: str,
+    rev: str,
+    requirement: Requirement | None,
+    refused: list[Environment],
+    everywhere: list[Environment],
+    versions: Versions,
+) -> list[str]:
+    """The fix lines: entries to paste into [tool.kernlock.kernels], each with a `when` that holds only where
+    ``rev`` has no build (one entry for them all when one condition can say it, else one each); a plain
+    `kernlock add` for a kernel dependency or when no environment keeps ``rev``. Empty when no version helps."""
+    found = versions(refused)
+    if not found:
+        return []
+    newest = found[-1]
+    generic = f"  fix: pin one, e.g. `kernlock add {repo}@{newest}`"
+    others = [env for env in everywhere if env not in refused]
+    if requirement is None or not others:
+        return [generic + "."]
+    together = condition_for(refused, others)
+    extra: list[tuple[str, str]] = []
+    if together is not None:
+        extra.append((newest, together))
+    else:
+        for env in refused:
+            when = condition_for([env], others)
+            own = versions([env])
+            if when is None or not own:
+                return [generic + " for every environment."]
+            extra.append((own[-1], when))
+    where = "where" if len(extra) == 1 else "for the environments where"
+    return [
+        f"  fix: pin a version with a build {where} {rev} has none, in [tool.kernlock.kernels] of pyproject.toml:",
+        *pasteable_pins(requirement, rev, extra),
+        f"  (or move every environment: `kernlock add {repo}@{newest}`)",
+    ]
+
 
 #: An arch build's framework part (``torch212-cxx11``, ``torch-stable-abi210``, ``tvm-ffi01``) and the rest.
 _FRAMEWORK = re.compile(r"(torch\d+(?:-cxx11|-cxx98)?|torch-stable-abi\d+|tvm-ffi\d+)-(.+)")

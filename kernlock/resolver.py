@@ -9,7 +9,7 @@ resolved the same way, as their own entries. Requests run in parallel, one wave 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kernlock import eligibility, interrupt, names, nobuild
@@ -138,7 +138,11 @@ def _resolve_task(
     chosen = {env: env.select_variant(tree) for env in task.environments}
     refused = _refusals(hub, task.repo, commit, tree, chosen)
     if refused:
-        raise ResolutionError(_no_build_message(task, commit, refused, tree, hub, everywhere))
+        raise ResolutionError(
+            nobuild.message(
+                task.repo, task.rev, task.requirement, commit, refused, tree, everywhere, _builds_for(hub, task.repo)
+            )
+        )
     entry = LockedKernel(
         repo=task.repo,
         requested=task.rev,
@@ -254,6 +258,11 @@ def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[Environmen
     return found
 
 
+def _builds_for(hub: Hub, repo: str) -> Callable[[list[Environment]], list[str]]:
+    """The versions of ``repo`` with a build for given environments, as :mod:`kernlock.nobuild` asks for them."""
+    return lambda environments: _versions_with_builds(hub, repo, environments)
+
+
 def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
     """For a revision the repo does not have: the versions that would work on the task's environments."""
     try:
@@ -281,64 +290,6 @@ def _is_ref(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _no_build_message(
-    task: _Task,
-    commit: str,
-    refused: dict[Environment, str],
-    tree: dict[str, tuple[LockedFile, ...]],
-    hub: Hub,
-    everywhere: list[Environment],
-) -> str:
-    """Name the environments that cannot use the commit and why, the entries whose `when` did not apply there, the
-    builds that exist (grouped), the versions that work there and a `when` pin to paste."""
-    missing = ", ".join(str(env) for env in refused)
-    if all(reason == eligibility.NO_BUILD for reason in refused.values()):
-        lines = [f"{task.repo}@{task.rev} has no build for {missing}."]
-    else:
-        lines = [f"{task.repo}@{task.rev} ({commit[:12]}) cannot be loaded on {missing}:"]
-        lines += [f"  {env}: {reason}" for env, reason in refused.items()]
-    for env in refused:
-        lines += nobuild.unapplied_entries(task.requirement, env, task.rev)
-    lines.append(f"  builds at {task.rev} ({len(tree)}):" if tree else f"  builds at {task.rev}: none")
-    lines += nobuild.grouped_builds(tree)
-    try:
-        with_build = _versions_with_builds(hub, task.repo, list(refused))
-        lines.append(f"  versions with a build for {missing}: {', '.join(with_build) or 'none'}")
-        if with_build:
-            lines += _when_fix(task, list(refused), with_build[-1], hub, everywhere)
-    except KernlockError:
-        pass
-    return "\n".join(lines)
-
-
-def _when_fix(
-    task: _Task, refused: list[Environment], newest: str, hub: Hub, everywhere: list[Environment]
-) -> list[str]:
-    """The fix lines: entries to paste into [tool.kernlock.kernels], each with a `when` that holds only where the
-    requested revision has no build (one entry for them all when one condition can say it, else one each)."""
-    generic = f"  fix: pin one, e.g. `kernlock add {task.repo}@{newest}`"
-    others = [env for env in everywhere if env not in refused]
-    if task.requirement is None or not others:  # a kernel dependency, or no environment keeps the revision
-        return [generic + "."]
-    together = nobuild.condition_for(refused, others)
-    extra: list[tuple[str, str]] = []
-    if together is not None:
-        extra.append((newest, together))
-    else:
-        for env in refused:
-            when = nobuild.condition_for([env], others)
-            versions = _versions_with_builds(hub, task.repo, [env])
-            if when is None or not versions:
-                return [generic + " for every environment."]
-            extra.append((versions[-1], when))
-    where = "where" if len(extra) == 1 else "for the environments where"
-    return [
-        f"  fix: pin a version with a build {where} {task.rev} has none, in [tool.kernlock.kernels] of pyproject.toml:",
-        *nobuild.pasteable_pins(task.requirement, task.rev, extra),
-        f"  (or move every environment: `kernlock add {task.repo}@{newest}`)",
-    ]
 
 
 def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
@@ -424,13 +375,11 @@ def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
             f"ask for one explicitly, e.g. `kernlock add {repo}@v0`."
         )
     newest = f"v{versions[0]}"
-    task = _Task(repo, newest, set(environments), requirement=Requirement(repo=repo, pins=(Pin(rev=newest),)))
     tree = hub.build_tree(repo, refs.versions()[versions[0]])
-    refused_newest = list(
-        _refusals(hub, repo, refs.versions()[versions[0]], tree, {e: e.select_variant(tree) for e in environments})
-    )
-    with_build = _versions_with_builds(hub, repo, refused_newest)
-    fix = _when_fix(task, refused_newest, with_build[-1], hub, environments) if with_build else []
+    chosen = {env: env.select_variant(tree) for env in environments}
+    refused_newest = list(_refusals(hub, repo, refs.versions()[versions[0]], tree, chosen))
+    single = Requirement(repo=repo, pins=(Pin(rev=newest),))
+    fix = nobuild.when_fix(repo, newest, single, refused_newest, environments, _builds_for(hub, repo))
     raise ResolutionError(
         f"no version of {repo} has a build for every environment ({'; '.join(lacking)}). Declare fewer "
         + ("environments, or pin per environment." if fix else "environments.")

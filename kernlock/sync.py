@@ -64,6 +64,7 @@ class SyncReport:
     #: Where receipts would go when they cannot be kept there (kernlock's cache cannot be made, or is not the user's
     #: alone: docs/security.md), so that every load hashes; None when they are kept.
     receipts_refused: Path | None = None
+    source: Path | None = None  # the bundle it installed from (`sync --from`); None: the Hub
 
     @property
     def downloaded_files(self) -> int:

@@ -7,7 +7,8 @@ import re
 import shlex
 import subprocess
 import sys
-import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     )
     assert again.returncode == 2 and "not an empty folder" in again.stderr  # never builds over a Hub
 
-    server = _Served(["serve", str(root), "--port", "0", "--latency", "0.2"])
+    server = _Served(["serve", str(root), "--port", "0", "--latency", "0.3"])
     served.append(server)
     assert server.url.startswith("http://127.0.0.1:")
     assert server.exported() == {"HF_ENDPOINT": server.url, "HF_HUB_DISABLE_XET": "1"}
@@ -94,10 +95,13 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     project = tmp_path / "project"
     project.mkdir()
     write_pyproject(project, '"kernels-community/activation" = "v1"\n', environments=[CPU_ENV])
-    started = time.monotonic()
+    probe = f"{server.url}/api/kernels/kernels-community/activation"
+    with pytest.raises((TimeoutError, urllib.error.URLError)):  # every answer waits the latency asked for
+        urllib.request.urlopen(probe, timeout=0.05)
+    with urllib.request.urlopen(probe, timeout=30) as answer:
+        assert answer.status == 200
     locked = run_cli("lock", env=env, cwd=project)
     assert locked.returncode == 0, locked.stderr
-    assert time.monotonic() - started > 0.2 * 3  # a few requests, each delayed by the latency asked for
     before = lockfile.read(project / "kernels.lock").kernels[0].commit
 
     moved = subprocess.run(
@@ -289,3 +293,86 @@ def test_no_build_error_names_the_entry_whose_when_did_not_apply(
         f'"{catalog.flash_attn2}" = [\n{{ rev = "v2", when = "cuda == 12.9" }},\n'
         '{ rev = "v3", when = "cuda == 12.8" },\n{ rev = "v4" },\n]\n'
     )
+
+
+# -- 9. wording ----------------------------------------------------------------------------------------------
+
+
+def test_add_over_a_recorded_revision_says_changed(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    done = run_cli("add", "--no-sync", f"{catalog.activation}@v2", env=user_env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f'changed {catalog.activation} "v1" -> "v2"' in done.stdout
+    assert f"wrote kernels.lock (changed {catalog.activation})" in done.stdout
+    assert "added" not in done.stdout
+    again = run_cli("add", "--no-sync", f"{catalog.activation}@v2", env=user_env, cwd=project)
+    assert f'{catalog.activation} = "v2" was already recorded' in again.stdout, again.stdout
+
+
+def test_an_environment_added_on_the_same_commit_is_named(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV, CU128])
+    done = run_cli("lock", env=user_env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    short = catalog.repo(catalog.activation).head("v1")[:8]
+    assert f"Updated {catalog.activation} v1 {short}: + {CU128}\n" in done.stdout
+    assert f"{short} -> {short}" not in done.stdout
+
+
+def _variant_lines(stdout: str) -> list[str]:
+    return sorted(line.strip() for line in stdout.splitlines() if line.startswith("  downloaded "))
+
+
+def test_per_variant_file_counts_are_the_same_in_every_run(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, tmp_path: Path
+):
+    """Variants of one commit share files (the same layers.py): each variant counts every file it installed,
+    whichever variant's download fetched the shared blob."""
+    envs = [CPU_ENV, CU128, "torch213-cxx11-cu130-x86_64-linux", "torch212-cxx11-cu126-x86_64-linux"]
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=envs)
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    (kernel,) = lockfile.read(project / "kernels.lock").kernels
+    expected = sorted(f"downloaded {catalog.activation} {v.name} ({len(v.files)} files," for v in kernel.variants)
+    runs = []
+    for i in range(3):
+        env = {**user_env, "HF_HUB_CACHE": str(tmp_path / f"cache-{i}")}
+        done = run_cli("sync", "--all-environments", env=env, cwd=project)
+        assert done.returncode == 0, done.stderr
+        runs.append(_variant_lines(done.stdout))
+        assert [line.split(" files,")[0] + " files," for line in runs[-1]] == expected
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_sync_from_a_bundle_says_installed_from(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, tmp_path: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    bundle = tmp_path / "kernels.bundle"
+    assert run_cli("bundle", "-o", str(bundle), env=user_env, cwd=project).returncode == 0
+    fresh = {**user_env, "HF_HUB_CACHE": str(tmp_path / "offline-cache"), "HF_HUB_OFFLINE": "1"}
+    done = run_cli("sync", "--from", str(bundle), env=fresh, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f"  installed {catalog.activation} {CPU_ENV} (" in done.stdout
+    assert f"(1 installed from {bundle}, 0 already verified)" in done.stdout
+    assert "downloaded" not in done.stdout
+
+
+def test_kernlock_run_says_once_that_the_lock_is_active_and_quiet_silences_it(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    program = [sys.executable, "-c", "print('ran')"]
+    done = run_cli("run", "--", *program, env=user_env, cwd=project)
+    assert done.returncode == 0 and done.stdout == "ran\n", done.stderr
+    assert done.stderr.splitlines() == [
+        f"kernlock: {project / 'kernels.lock'} (1 kernel, strict mode) active for {shlex.join(program)}"
+    ]
+    quiet = run_cli("run", "-q", "--", *program, env=user_env, cwd=project)
+    assert quiet.returncode == 0 and quiet.stdout == "ran\n" and quiet.stderr == ""
