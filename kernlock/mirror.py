@@ -201,6 +201,11 @@ class MirrorApp:
         if len(segs) == 4 and segs[:2] == ["api", "organizations"] and segs[3] == "overview":
             call.require("GET")
             return self._overview(unquote(segs[2]))
+        if segs in (["api", "kernels"], ["api", "models"]):  # listings: the locked kernel repos of one author
+            call.require("GET")
+            author = call.param("author")
+            ids = sorted(r for r in self.catalog.repos if segs[1] == "kernels" and author in (None, r.split("/")[0]))
+            return json_response([{"id": i, "author": i.split("/")[0]} for i in ids])
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in _REPO_TYPES:
             return self._repo_api(call, self._repo(segs[1], segs[2], segs[3]), segs[4:])
         if len(segs) >= 6 and segs[0] in _REPO_TYPES and segs[3] == "resolve":

@@ -376,3 +376,92 @@ def test_kernlock_run_says_once_that_the_lock_is_active_and_quiet_silences_it(
     ]
     quiet = run_cli("run", "-q", "--", *program, env=user_env, cwd=project)
     assert quiet.returncode == 0 and quiet.stdout == "ran\n" and quiet.stderr == ""
+
+
+# -- 5. a mistyped repo: did you mean, from the publisher's listing ------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["kernels-community/flash-atn2", "kernels-community/Flash-Attn@v2"])
+def test_a_mistyped_repo_gets_a_did_you_mean_from_the_publishers_listing(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, spec: str
+):
+    write_pyproject(project, "", environments=[CPU_ENV])
+    before = (project / "pyproject.toml").read_text()
+    failed = run_cli("add", spec, env=user_env, cwd=project)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    repo = spec.split("@")[0]
+    assert f"{repo} was not found on {hub.url}" in failed.stderr
+    assert re.search(r"did you mean (kernels-community/[\w-]+ or )*kernels-community/flash-attn2\b", failed.stderr)
+    assert "e.g. kernels-community/activation" not in failed.stderr  # no unrelated example
+    assert hub.log.count("GET", contains="/api/kernels?author=kernels-community") == 1  # one request, error path
+    assert (project / "pyproject.toml").read_text() == before and not (project / "kernels.lock").exists()
+
+
+def test_a_correct_repo_asks_for_no_listing(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
+    write_pyproject(project, "", environments=[CPU_ENV])
+    assert run_cli("add", "--no-sync", catalog.activation, env=user_env, cwd=project).returncode == 0
+    assert hub.log.count(contains="author=") == 0
+
+
+# -- 6. network errors ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def not_a_hub(tmp_path: Path) -> Iterator[str]:
+    """A real web server that is no Hub: ``python -m http.server`` over an empty folder (404 to every API path)."""
+    import functools
+    import http.server
+    import threading
+
+    folder = tmp_path / "www"
+    folder.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("command", [["add", "kernels-community/activation"], ["lock"]])
+def test_an_endpoint_that_is_no_hub_is_told_apart_from_a_missing_repo(
+    user_env: dict[str, str], project: Path, not_a_hub: str, command: list[str]
+):
+    write_pyproject(project, '"kernels-community/activation" = "v1"\n', environments=[CPU_ENV])
+    env = {**user_env, "HF_ENDPOINT": not_a_hub}
+    failed = run_cli(*command, env=env, cwd=project)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert f"{not_a_hub} does not answer like a Hugging Face Hub" in failed.stderr and "HF_ENDPOINT" in failed.stderr
+    assert "was not found" not in failed.stderr and "trusted" not in failed.stderr
+
+
+def test_a_retry_message_says_which_part_of_the_budget_ran_out(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    hub.faults.status(503, times=100, match="/refs", retry_after=8)
+    failed = run_cli("lock", env=user_env, cwd=project)
+    assert failed.returncode == 1, failed.stderr
+    assert "answered HTTP 503 for the branches and tags of kernels-community/activation after 2 attempts" in (
+        failed.stderr
+    )
+    assert "(the next wait of 8.0 s would take this command past the 15 s of waiting it allows (8.0 s used" in (
+        failed.stderr
+    )
+    assert "attempt(s)" not in failed.stderr and "retries and 15 s of waiting is spent" not in failed.stderr
+
+
+def test_only_sync_points_to_its_offline_mode_when_the_hub_is_unreachable(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    dead = {**user_env, "HF_ENDPOINT": "http://127.0.0.1:9"}
+    for command in (["add", catalog.flash_attn2], ["lock", "--upgrade"]):
+        failed = run_cli(*command, env=dead, cwd=project)
+        assert failed.returncode == 1 and "cannot reach the Hub at http://127.0.0.1:9" in failed.stderr
+        assert "--offline" not in failed.stderr, failed.stderr
+    failed = run_cli("sync", env=dead, cwd=project)
+    assert failed.returncode == 1 and "cannot reach the Hub at http://127.0.0.1:9" in failed.stderr
+    assert "`kernlock sync --offline --frozen`" in failed.stderr
