@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kernlock.wording import count
+from kernlock.wording import count, size
 
 if TYPE_CHECKING:
     from kernlock.airgap import BundleResult
@@ -114,15 +114,6 @@ def print_env(report: dict[str, Any]) -> None:
         click.echo(f"  ({report['lock_error']})")
 
 
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def print_sync(report: SyncReport) -> None:
     """Print a kernlock.sync.SyncReport: what was downloaded or repaired, and a one-line summary."""
     if report.relocked:
@@ -139,7 +130,7 @@ def print_sync(report: SyncReport) -> None:
         verb = "downloaded" if report.source is None else "installed"
         if v.downloaded:
             click.echo(
-                f"  {verb} {v.repo} {v.variant} ({count(len(v.downloaded), 'file')}, {_size(v.downloaded_bytes)})"
+                f"  {verb} {v.repo} {v.variant} ({count(len(v.downloaded), 'file')}, {size(v.downloaded_bytes)})"
             )
     fetched = sum(1 for v in report.variants if v.downloaded)
     present = len(report.variants) - fetched
@@ -293,7 +284,7 @@ def print_import(result: ImportResult) -> None:
 def print_bundle(result: BundleResult) -> None:
     """`bundle`: what the archive holds and where it is."""
     click.echo(
-        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({_size(result.size)}) for "
+        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({size(result.size)}) for "
         f"{', '.join(result.environments)} into {result.path}"
     )
 

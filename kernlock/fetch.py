@@ -8,6 +8,7 @@ stack (through :class:`kernlock.hub.Hub`) only when a file must really be fetche
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -191,7 +192,12 @@ def _install_file(
         if not reusable:
             incomplete = blob.with_name(blob.name + ".incomplete")
             unlink_symlink(incomplete)  # never download through a symlink
-            _download_verified(hub, entry, variant, locked, incomplete, bar)
+            try:
+                _download_verified(hub, entry, variant, locked, incomplete, bar)
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk: no partial file stays behind
+                    incomplete.unlink(missing_ok=True)
+                raise
             os.replace(incomplete, blob)
             downloaded = locked.size
     _link(blob, link, link_target(locked))
@@ -275,7 +281,12 @@ def write_ref(entry: LockedKernel, cache: Path) -> None:
 
 
 def cache_error(cache: Path, err: OSError) -> KernlockError:
-    """The message for a cache kernlock cannot write to."""
+    """The message for a cache kernlock cannot write to (a full disk is named as such)."""
+    from kernlock import room
+
+    full = room.full_disk(cache, err)
+    if full is not None:
+        return full
     return KernlockError(
         f"cannot write to the kernel cache {cache} ({err.strerror or err}); make it writable or point "
         "KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."

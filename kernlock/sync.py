@@ -133,6 +133,9 @@ def _sync_online(
         }
         todo = [i for i in range(len(pairs)) if i not in results]
         if todo:
+            from kernlock import room
+
+            room.check_room([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
                 futures = {i: variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar) for i in todo}

@@ -1,8 +1,8 @@
-"""How messages say a number of things: ``1 file``, ``3 files``; never ``file(s)``."""
+"""How messages say a number of things: ``1 file``, ``3 files``, never ``file(s)``; and a number of bytes."""
 
 from __future__ import annotations
 
-__all__ = ["count", "noun"]
+__all__ = ["count", "noun", "size"]
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -13,3 +13,13 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 def noun(n: int, singular: str, plural: str | None = None) -> str:
     """The noun alone, agreeing with ``n``: ``noun(2, "key")`` -> ``"keys"``."""
     return singular if n == 1 else plural or singular + "s"
+
+
+def size(n: int) -> str:
+    """``n`` bytes for people: ``17 B``, ``8.8 KB``, ``1.5 MB``."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover

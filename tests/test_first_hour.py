@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, clean_env, run_cli, write_pyproject
+from helpers import CPU_ENV, clean_env, own_repo, run_cli, write_pyproject
 
 from kernlock import lockfile
 from kernlock.testing import Catalog, HubServer
@@ -465,3 +465,40 @@ def test_only_sync_points_to_its_offline_mode_when_the_hub_is_unreachable(
     failed = run_cli("sync", env=dead, cwd=project)
     assert failed.returncode == 1 and "cannot reach the Hub at http://127.0.0.1:9" in failed.stderr
     assert "`kernlock sync --offline --frozen`" in failed.stderr
+
+
+# -- 8. a full disk ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real file system of 1 MiB (tmpfs), for a cache without room; skipped where mounting is not allowed."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_disk_without_room_is_refused_before_any_download(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, small_disk: Path
+):
+    repo = own_repo(catalog, {"v1": [CPU_ENV]}, so_size=3 << 20)
+    write_pyproject(project, f'"{repo}" = "v1"\n', environments=[CPU_ENV])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    hub.log.clear()
+    env = {**user_env, "HF_HUB_CACHE": str(small_disk / "cache")}
+    failed = run_cli("sync", env=env, cwd=project)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    (variant,) = lockfile.read(project / "kernels.lock").kernels[0].variants
+    needed = sum(f.size for f in variant.files)
+    said = re.search(r"they need 3\.0 MB \((\d+) bytes\) and the disk has 1\.0 MB \((\d+) bytes\) free", failed.stderr)
+    assert said and int(said.group(1)) == needed and 0 < int(said.group(2)) <= 1 << 20, failed.stderr
+    assert "nothing was downloaded" in failed.stderr and "KERNELS_CACHE" in failed.stderr
+    assert "writable" not in failed.stderr
+    assert hub.log.count(contains="/resolve/") == 0  # refused before the first download
+    assert not [p for p in small_disk.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
