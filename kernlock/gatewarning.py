@@ -5,7 +5,8 @@ Reading the installed versions walks ``sys.path`` and reads metadata; the verdic
 keyed by this interpreter and its ``sys.path``, next to the modification stamp of every ``sys.path`` folder (the
 first entry, the script's or current folder, holds no installed distributions and is left out). An
 install or uninstall adds or removes a ``.dist-info`` folder, which changes its folder's stamp: only the first command
-after one pays for reading metadata; the others stat a few folders.
+after one pays for reading metadata; the others stat a few folders. Only a cache that is the user's alone keeps
+the verdict (as every answer kernlock keeps there); elsewhere it is read anew each time.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ _VERSION = 1
 
 def warning() -> str | None:
     """The warning line for this installation, or None when its pair is fine (or transformers is absent)."""
+    folder = hfenv.cache_root() / "gate"
+    if not hfenv.private(folder, create=True):  # a cache others can write keeps no verdict (docs/security.md)
+        return _verdict()
     stamps = _stamps()
-    path = hfenv.cache_root() / "gate" / f"{_key()}.json"
+    path = folder / f"{_key()}.json"
     try:
         kept = json.loads(path.read_text())
         if kept.get("version") == _VERSION and kept.get("stamps") == stamps:
@@ -37,7 +41,6 @@ def warning() -> str | None:
     try:
         from kernlock.atomic import write_text_atomic
 
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps({"version": _VERSION, "stamps": stamps, "warning": message}))
     except OSError:
         pass  # a cache we cannot write: the verdict is read again next time
