@@ -13,6 +13,8 @@ from kernlock.installing import this_environment
 from kernlock.locking import read_lock
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernlock import sync as syncing
     from kernlock.mirror import MirrorApp
 
@@ -86,7 +88,9 @@ def sync_from(
     environments = list(lock.environments) if all_environments else [this_environment(lock)]
     source.check(syncing.targets(lock, environments))
     interrupt.reset()
-    return syncing.sync(lock, environments, hub=source, progress=progress)
+    from dataclasses import replace
+
+    return replace(syncing.sync(lock, environments, hub=source, progress=progress), source=path)
 
 
 def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None = None) -> MirrorApp:
@@ -103,8 +107,16 @@ def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None
     return mirror.MirrorApp(mirror.from_cache(lock, cache or syncing.cache_dir()))
 
 
-def serve(app: MirrorApp, host: str, port: int, workers: int, threads: int, access_log: str) -> None:
-    """Run the mirror with the production server until interrupted."""
+def serve(
+    app: MirrorApp,
+    host: str,
+    port: int,
+    workers: int,
+    threads: int,
+    access_log: str,
+    announce: Callable[[], None] | None = None,
+) -> None:
+    """Run the mirror with the production server until interrupted (``announce``: called once it can start)."""
     from kernlock import mirror
 
-    mirror.run(app, host, port, workers, threads, access_log)
+    mirror.run(app, host, port, workers, threads, access_log, announce)

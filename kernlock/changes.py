@@ -1,4 +1,5 @@
-"""What changes between two locks, as uv prints it: ``Updated org/name v3 4c6adb39 -> 8571d307``.
+"""What changes between two locks, as uv prints it: ``Updated org/name v3 4c6adb39 -> 8571d307``; an entry that
+keeps its commit names the environments it gained or lost (``Updated org/name v1 d2900693: + ENV``).
 
 Entries are matched per repo by the revision they satisfy (``requested``), else by a shared environment (a
 requirement moved from ``v3`` to ``v4``); what is left over was added or removed. For each matched entry the
@@ -34,6 +35,14 @@ class Change:
             return f"Added {self.repo} {self.new.requested} {self.new.commit[:SHORT]}{_via(self.new)}"
         if self.new is None:
             return f"Removed {self.repo} {self.old.requested} {self.old.commit[:SHORT]}{_via(self.old)}"
+        if self.old.requested == self.new.requested and self.old.commit == self.new.commit:
+            gained = sorted(set(self.new.environments) - set(self.old.environments))
+            lost = sorted(set(self.old.environments) - set(self.new.environments))
+            moved = ", ".join([*(f"+ {env}" for env in gained), *(f"- {env}" for env in lost)])
+            return (
+                f"Updated {self.repo} {self.new.requested} {self.new.commit[:SHORT]}"
+                f"{': ' + moved if moved else ' (same commit)'}{_via(self.new)}"
+            )
         if self.old.requested == self.new.requested:
             return (
                 f"Updated {self.repo} {self.new.requested} {self.old.commit[:SHORT]} -> {self.new.commit[:SHORT]}"

@@ -140,6 +140,7 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | 
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
     from kernlock import api, cli_output
 
+    cli_output.warn_gate()
     try:
         result = api.add(project_dir, list(specs), trust=trust)
     except DuplicateSpecError as err:
@@ -176,6 +177,7 @@ def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: 
 
     if check and (upgrade or upgrade_kernels or dry_run):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run.")
+    cli_output.warn_gate()
     result = api.lock(
         project_dir, Upgrade(all=upgrade, kernels=frozenset(upgrade_kernels)), check=check, dry_run=dry_run
     )
@@ -229,6 +231,7 @@ def sync(
 
     if locked and frozen:
         raise click.UsageError("--locked and --frozen cannot be combined.")
+    cli_output.warn_gate()
     if from_bundle is not None:
         if locked or frozen or offline:
             raise click.UsageError("--from installs kernels.lock as it is: drop --locked, --frozen and --offline.")
@@ -259,6 +262,7 @@ def show(as_json: bool, project_dir: Path | None) -> None:
     """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
     from kernlock import api, cli_output
 
+    cli_output.warn_gate()
     result = api.show(project_dir)
     if result.stale:
         click.secho(f"warning: kernels.lock is stale: {result.stale}; run `kernlock lock`.", fg="yellow", err=True)
@@ -273,14 +277,16 @@ def show(as_json: bool, project_dir: Path | None) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--mode", type=click.Choice(["strict", "warn"]), help="Sets KERNLOCK_MODE for CMD (default: strict).")
+@click.option("-q", "--quiet", is_flag=True, help="Print no line saying the lock is active.")
 @project_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
 @handle_errors
-def run(mode: str | None, project_dir: Path | None, command: tuple[str, ...]) -> None:
+def run(mode: str | None, quiet: bool, project_dir: Path | None, command: tuple[str, ...]) -> None:
     """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
-    from kernlock import runtime
+    from kernlock import cli_output, runtime
 
-    env = runtime.run_environment(project_dir / runtime.LOCK_NAME if project_dir is not None else None, mode)
+    env, active = runtime.run_environment(project_dir / runtime.LOCK_NAME if project_dir is not None else None, mode)
+    cli_output.print_active(active, command, quiet)
     sys.stdout.flush()
     sys.stderr.flush()
     if os.name == "nt":  # no exec on Windows: wait and pass the exit status on
@@ -388,9 +394,7 @@ def serve(
     if from_bundle is not None and cache is not None:
         raise click.UsageError("--from and --cache cannot be combined.")
     app = api.mirror_app(project_dir, from_bundle, cache)
-    cli_output.print_serving(app, host, port)
-    sys.stdout.flush()
-    api.serve(app, host, port, workers, threads, access_log)
+    api.serve(app, host, port, workers, threads, access_log, lambda: cli_output.print_serving(app, host, port))
 
 
 from kernlock.cli_hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)

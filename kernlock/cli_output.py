@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kernlock.wording import count
-from kernlock.wording import size as _size
+from kernlock.wording import count, size
 
 if TYPE_CHECKING:
     from kernlock.airgap import BundleResult
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "interrupted",
+    "print_active",
     "print_added",
     "print_bundle",
     "print_env",
@@ -34,7 +34,25 @@ __all__ = [
     "print_sync",
     "print_sync_after_add",
     "print_verify",
+    "warn_gate",
 ]
+
+
+def warn_gate() -> None:
+    """One line (stderr) when the installed transformers/kernels pair turns transformers' Hub kernel paths off."""
+    from kernlock import gatewarning
+
+    message = gatewarning.warning()
+    if message:
+        click.secho(message, fg="yellow", err=True)
+
+
+def print_active(active: str, command: tuple[str, ...], quiet: bool) -> None:
+    """`run`: the one line (stderr) that says which lock is active for CMD, unless ``quiet``."""
+    if not quiet:
+        import shlex
+
+        click.echo(f"{active} for {shlex.join(command)}", err=True)
 
 
 def print_lock(result: LockResult, dry_run: bool = False) -> None:
@@ -129,11 +147,19 @@ def print_sync(report: SyncReport) -> None:
             click.secho(
                 f"  removed from {v.repo} {v.variant}: {', '.join(v.removed)} (not in kernels.lock)", fg="yellow"
             )
+        verb = "downloaded" if report.source is None else "installed"
         if v.downloaded:
-            click.echo(f"  downloaded {v.repo} {v.variant} ({len(v.downloaded)} files, {_size(v.downloaded_bytes)})")
+            click.echo(
+                f"  {verb} {v.repo} {v.variant} ({count(len(v.downloaded), 'file')}, {size(v.downloaded_bytes)})"
+            )
     fetched = sum(1 for v in report.variants if v.downloaded)
     present = len(report.variants) - fetched
-    mode = "checked offline" if report.offline else f"{fetched} downloaded, {present} already verified"
+    if report.offline and report.source is None:
+        mode = "checked offline"
+    elif report.source is not None:
+        mode = f"{fetched} installed from {report.source}, {present} already verified"
+    else:
+        mode = f"{fetched} downloaded, {present} already verified"
     click.echo(
         f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
         f"{', '.join(report.environments)} into {report.cache} ({mode})"
@@ -235,7 +261,13 @@ def print_added(result: AddResult) -> None:
     if result.created:
         click.echo(f"created {result.created} (no enclosing project was found)")
     for repo, rev in result.added.items():
-        click.echo(f'added {repo} = "{rev}"')
+        before = result.replaced.get(repo)
+        if before is None:
+            click.echo(f'added {repo} = "{rev}"')
+        elif before == f'"{rev}"':
+            click.echo(f'{repo} = "{rev}" was already recorded')
+        else:
+            click.echo(f'changed {repo} {before} -> "{rev}"')
     print_lock(result.lock)
 
 
@@ -272,7 +304,7 @@ def print_import(result: ImportResult) -> None:
 def print_bundle(result: BundleResult) -> None:
     """`bundle`: what the archive holds and where it is."""
     click.echo(
-        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({_size(result.size)}) for "
+        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({size(result.size)}) for "
         f"{', '.join(result.environments)} into {result.path}"
     )
 
@@ -285,6 +317,7 @@ def print_serving(app: MirrorApp, host: str, port: int) -> None:
         f"serving {count(len(app.catalog.repos), 'kernel')}, {count(app.catalog.file_count, 'file')} of "
         f"kernels.lock at http://{host}:{port} (set HF_ENDPOINT there; GET /health)",
     )
+    sys.stdout.flush()
 
 
 def interrupted(code: int) -> None:

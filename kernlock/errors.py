@@ -18,6 +18,7 @@ __all__ = [
     "ResolutionError",
     "SpecError",
     "UnknownRevisionError",
+    "UnreachableError",
 ]
 
 
@@ -44,6 +45,10 @@ class EnvironmentStringError(KernlockError):
 
 class HubError(KernlockError):
     """The Hub could not answer (unreachable, rate limited, server errors)."""
+
+
+class UnreachableError(HubError):
+    """No connection to the Hub at all (refused, timed out, no route): what is already synced still loads."""
 
 
 class NotFoundError(KernlockError):

@@ -9,6 +9,7 @@ fetched.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -36,7 +37,6 @@ from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lockmodel import LockedFile, LockedKernel, LockedVariant
 from kernlock.sharing import cache_lock, claim_partial, make_folder
 from kernlock.variantcheck import FileState, check_variant, inspect_variant, markers, place_markers, remove
-from kernlock.wording import size
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,7 +48,6 @@ __all__ = [
     "FileSource",
     "VariantResult",
     "cache_error",
-    "check_room",
     "client",
     "ensure_variant",
     "fetch_variant",
@@ -84,7 +83,9 @@ class VariantResult:
     variant: str
     path: Path
     files: int
-    downloaded: tuple[str, ...] = ()  # paths fetched from the Hub
+    #: paths installed into the variant from the source (each fetched, or a blob another variant of the same
+    #: sync had just fetched: counting per variant what it needed keeps the counts the same from run to run)
+    downloaded: tuple[str, ...] = ()
     repaired: tuple[str, ...] = ()  # paths that were present but did not match the lock
     downloaded_bytes: int = 0
     removed: tuple[str, ...] = ()  # entries of the variant folder the lock does not name, removed
@@ -188,7 +189,12 @@ def _install_file(
             make_folder(blob.parent)
             incomplete = claim_partial(blob)  # this process's own: never shared, never half-visible
             unlink_symlink(incomplete)  # never download through a symlink
-            _download_verified(hub, entry, variant, locked, incomplete, bar)
+            try:
+                _download_verified(hub, entry, variant, locked, incomplete, bar)
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk: no partial file stays behind
+                    incomplete.unlink(missing_ok=True)
+                raise
             os.replace(incomplete, blob)
             downloaded = locked.size
     _link(blob, link, link_target(locked))
@@ -229,9 +235,9 @@ def fetch_variant(
         variant=variant.name,
         path=root,
         files=len(variant.files),
-        downloaded=tuple(sorted(p for p, size in sizes.items() if size)),
+        downloaded=tuple(sorted(sizes)),
         repaired=tuple(sorted(s.file.path for s in todo if s.state == FileState.MISMATCH)),
-        downloaded_bytes=sum(sizes.values()),
+        downloaded_bytes=sum(s.file.size for s in todo),
         removed=tuple(removed),
     )
 
@@ -271,40 +277,13 @@ def write_ref(entry: LockedKernel, cache: Path) -> None:
         # Skipped with reason: only kernels' own ``version=N`` lookup reads refs/, every locked load is by commit.
 
 
-def check_room(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> None:
-    """Refuse, before any download, files that cannot fit: the sizes of the locked files whose blob is not in the
-    cache yet (every size is in the lock) against the free space of the cache's disk."""
-    needed, seen = 0, set()
-    for entry, variant in pairs:
-        for locked in variant.files:
-            blob = blob_path(entry, locked, cache)
-            if blob in seen:
-                continue
-            seen.add(blob)
-            try:
-                if blob.stat().st_size == locked.size:
-                    continue
-            except OSError:
-                pass
-            needed += locked.size
-    if not needed:
-        return
-    import shutil  # ~5 ms: only a sync that downloads pays it
-
-    folder = cache
-    while not folder.exists() and folder.parent != folder:
-        folder = folder.parent
-    free = shutil.disk_usage(folder).free
-    if needed > free:
-        raise KernlockError(
-            f"not enough free space for the kernel cache {cache}: the locked files to download need {size(needed)} "
-            f"({needed} bytes) and its disk has {size(free)} ({free} bytes) free; nothing was downloaded. Free up "
-            "space, or point KERNELS_CACHE (or HF_HUB_CACHE) at a larger disk, then run `kernlock sync` again."
-        )
-
-
 def cache_error(cache: Path, err: OSError) -> KernlockError:
-    """The message for a cache kernlock cannot write to."""
+    """The message for a cache kernlock cannot write to (a full disk is named as such)."""
+    from kernlock import room
+
+    full = room.full_disk(cache, err)
+    if full is not None:
+        return full
     return KernlockError(
         f"cannot write to the kernel cache {cache} ({err.strerror or err}); make it writable or point "
         "KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."
@@ -327,7 +306,9 @@ def ensure_variant(
         if offline or hfenv.offline():
             raise
     interrupt.reset()  # a load after an interrupted one (library use) fetches again
-    check_room([(entry, variant)], cache)
+    from kernlock import room
+
+    room.check_room([(entry, variant)], cache)
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
             result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False))

@@ -81,7 +81,14 @@ class Hub:
         def fetch() -> Refs:
             url = f"{self.endpoint}/api/kernels/{repo}/refs"
             label = f"the branches and tags of {repo}"
-            data = self.session.call(repo, lambda: self.session.get_json(url, label), label)
+            try:
+                data = self.session.call(repo, lambda: self.session.get_json(url, label), label)
+            except UnknownRevisionError:
+                raise
+            except NotFoundError as err:  # a typo, or an endpoint that is no Hub: one more question says which
+                from kernlock import hubmissing
+
+                raise NotFoundError(hubmissing.explain(self.session, repo, err)) from err
             if not isinstance(data, dict) or not isinstance(data.get("branches"), list):
                 raise self.session.invalid(f"a refs answer without a list of branches for {repo}", url)
             found: dict[str, dict[str, str]] = {"branches": {}, "tags": {}}
@@ -112,7 +119,11 @@ class Hub:
             try:
                 label = f"the publisher overview of {org}"
                 data = self.session.call(org, lambda: self.session.get_json(url, label), label)
-            except NotFoundError:
+            except NotFoundError as err:  # an unknown org is untrusted; an endpoint that is no Hub is an error
+                from kernlock import hubmissing
+
+                if not hubmissing.is_a_hub(self.session, org):
+                    raise NotFoundError(hubmissing.not_a_hub(self.session, f"the publisher {org}")) from err
                 return False
             if not isinstance(data, dict):
                 raise self.session.invalid(f"an organization overview that is not an object for {org}", url)

@@ -48,8 +48,9 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status  # type: ignore[attr-defined]
 
 from kernlock import __version__, interrupt, names
-from kernlock.errors import HubError, KernlockError, NotFoundError
+from kernlock.errors import HubError, KernlockError, NotFoundError, UnreachableError
 from kernlock.hubanswers import MAX_JSON, MAX_LISTING, MAX_PAGES, show
+from kernlock.wording import count
 
 if TYPE_CHECKING:
     from httpx2 import Response, Timeout
@@ -263,10 +264,11 @@ class HubSession:
                 raise self._give_up(label or what, fault, attempt, spent) from fault
             interrupt.sleep(delay)
 
-    def _next_wait(self, attempt: int, response: Response | None) -> tuple[float | None, bool]:
-        """Seconds to wait before the next attempt, or None to give up (and whether the command's budget is why)."""
+    def _next_wait(self, attempt: int, response: Response | None) -> tuple[float | None, str]:
+        """Seconds to wait before the next attempt, or None to give up, and why it gives up in words ("" when
+        this request's own attempts are used up)."""
         if attempt > self.retries:
-            return None, False
+            return None, ""
         delay = self.backoff * 2 ** (attempt - 1)
         retry_after = _retry_after(response)
         if retry_after is not None:
@@ -274,23 +276,24 @@ class HubSession:
         delay = min(max(delay, 0.0), MAX_WAIT)
         with self._lock:
             if self._failed is not None:
-                return None, False
-            if self._retries_used >= COMMAND_RETRIES or self._waited + delay > WAIT_BUDGET:
-                return None, True
+                return None, ""
+            if self._retries_used >= COMMAND_RETRIES:
+                return None, f"this command has used all {COMMAND_RETRIES} retries it allows, over all its requests"
+            if self._waited + delay > WAIT_BUDGET:
+                return None, (
+                    f"the next wait of {delay:.1f} s would take this command past the {WAIT_BUDGET:.0f} s of waiting "
+                    f"it allows ({self._waited:.1f} s used, over all its requests, timeouts included)"
+                )
             self._retries_used += 1
             self._waited += delay
-        return delay, False
+        return delay, ""
 
-    def _give_up(self, what: str, fault: BaseException, attempts: int, spent: bool) -> KernlockError:
+    def _give_up(self, what: str, fault: BaseException, attempts: int, spent: str) -> KernlockError:
         """The final error of a request; the first one is remembered so later requests fail at once with it."""
         with self._lock:
             if self._failed is not None:
                 return _copy(self._failed)
-        tried = f"after {attempts} attempt(s)" + (
-            f" (this command's budget of {COMMAND_RETRIES} retries and {WAIT_BUDGET:.0f} s of waiting is spent)"
-            if spent
-            else ""
-        )
+        tried = f"after {count(attempts, 'attempt')}" + (f" ({spent})" if spent else "")
         if isinstance(fault, HfHubHTTPError):
             status = fault.response.status_code if fault.response is not None else 0
             hint = (
@@ -302,9 +305,9 @@ class HubSession:
                 f"the Hub at {self.endpoint} answered HTTP {status} for {what} {tried}; {hint}."
             )
         elif isinstance(fault, (httpx.ConnectError, httpx.ConnectTimeout)):
-            error = HubError(
+            error = UnreachableError(
                 f"cannot reach the Hub at {self.endpoint} ({type(fault).__name__}: {_one_line(fault)}) {tried}; check "
-                "the network or HF_ENDPOINT. Already-synced kernels still load: `kernlock sync --offline`."
+                "the network or HF_ENDPOINT."
             )
         else:
             error = HubError(

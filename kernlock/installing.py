@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kernlock import hfenv, interrupt, lockindex
 from kernlock import project as projects
 from kernlock.environment import detect
-from kernlock.errors import DamagedLockError, KernlockError, LockError
+from kernlock.errors import DamagedLockError, KernlockError, LockError, UnreachableError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
 from kernlock.lockmodel import Lock
 from kernlock.project import Project, Upgrade
@@ -83,9 +83,14 @@ def sync(
     interrupt.reset()
     offline = offline or hfenv.offline()
     project = projects.load(projects.locate(root))
-    result = _lock_for_sync(project, locked, frozen, offline, hub)
-    environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
-    report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
+    try:
+        result = _lock_for_sync(project, locked, frozen, offline, hub)
+        environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
+        report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
+    except UnreachableError as err:  # only sync's own words may point to its offline mode
+        raise UnreachableError(
+            f"{err} What is already synced still loads: `kernlock sync --offline --frozen` checks it with no network."
+        ) from err
     lockindex.prime(project.lockfile, result.lock, environments)  # the first process after this reads no lock
     return replace(report, relocked=result.reason if result.written else None)
 

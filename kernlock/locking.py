@@ -3,7 +3,7 @@ when the lock must move), and record or drop requirements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -232,6 +232,7 @@ class AddResult:
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult
     created: Path | None = None  # the pyproject.toml `add` created (no enclosing project was found)
+    replaced: dict[str, str] = field(default_factory=dict)  # repo -> what pyproject asked for before, in TOML
 
 
 def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | None = None) -> AddResult:
@@ -253,6 +254,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     hub = hub_client(hub)
     environments = target_environments(project)
     added: dict[str, str] = {}
+    replaced: dict[str, str] = {}
     requirements = dict(project.requirements)
     for spec in parsed:
         rev = spec.rev or latest_version(hub, spec.repo, environments)
@@ -261,6 +263,8 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         trusted = trust or bool(old and old.trust)
         requirements[spec.repo] = Requirement(repo=spec.repo, pins=(Pin(rev=rev),), trust=trusted)
         added[spec.repo] = rev
+        if old is not None:
+            replaced[spec.repo] = _as_toml(old)
     candidate = replace(project, requirements=requirements)
     previous, salvaged = _relock_pins(project, hub)
     new = resolve(candidate, environments, hub, salvaged or previous)
@@ -269,13 +273,26 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
 
     pyproject_edit.set_requirements(project, {repo: (rev, requirements[repo].trust) for repo, rev in added.items()})
     written = _write_if_changed(project, new)
+    new_repos = [repo for repo in added if repo not in replaced]
+    reason = "; ".join(
+        f"{verb} {', '.join(repos)}" for verb, repos in (("added", new_repos), ("changed", list(replaced))) if repos
+    )
     return AddResult(
         added=added,
-        lock=LockResult(
-            lock=new, written=written, reason="added " + ", ".join(added), repaired=_report(salvaged, new, candidate)
-        ),
+        lock=LockResult(lock=new, written=written, reason=reason, repaired=_report(salvaged, new, candidate)),
         created=project.pyproject if created else None,
+        replaced=replaced,
     )
+
+
+def _as_toml(requirement: Requirement) -> str:
+    """A requirement's value as pyproject writes it: ``"v1"``, or its list of ``{ rev, when }`` entries."""
+    import json
+
+    if len(requirement.pins) == 1 and requirement.pins[0].when is None:
+        return json.dumps(requirement.pins[0].rev)
+    entries = (", ".join(f"{k} = {json.dumps(v)}" for k, v in pin.as_data().items()) for pin in requirement.pins)
+    return "[" + ", ".join(f"{{ {entry} }}" for entry in entries) + "]"
 
 
 def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockResult:

@@ -201,6 +201,11 @@ class MirrorApp:
         if len(segs) == 4 and segs[:2] == ["api", "organizations"] and segs[3] == "overview":
             call.require("GET")
             return self._overview(unquote(segs[2]))
+        if segs in (["api", "kernels"], ["api", "models"]):  # listings: the locked kernel repos of one author
+            call.require("GET")
+            author = call.param("author")
+            ids = sorted(r for r in self.catalog.repos if segs[1] == "kernels" and author in (None, r.split("/")[0]))
+            return json_response([{"id": i, "author": i.split("/")[0]} for i in ids])
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in _REPO_TYPES:
             return self._repo_api(call, self._repo(segs[1], segs[2], segs[3]), segs[4:])
         if len(segs) >= 6 and segs[0] in _REPO_TYPES and segs[3] == "resolve":
@@ -320,9 +325,19 @@ _TRUSTED = {"avatarUrl": "", "isVerified": False, "trustedKernelPublisher": True
 # -- the production server ---------------------------------------------------------------------------------
 
 
-def run(app: MirrorApp, host: str, port: int, workers: int, threads: int, access_log: str) -> None:
+def run(
+    app: MirrorApp,
+    host: str,
+    port: int,
+    workers: int,
+    threads: int,
+    access_log: str,
+    announce: Callable[[], None] | None = None,
+) -> None:
     """Serve ``app`` with gunicorn (``gthread`` workers: each a process with ``threads`` threads; files go out
-    with ``sendfile``) until SIGINT/SIGTERM; the access log goes to ``access_log`` (``-``: stdout)."""
+    with ``sendfile``) until SIGINT/SIGTERM; the access log goes to ``access_log`` (``-``: stdout). ``announce``
+    runs once gunicorn is found and the address is free, just before serving (so nothing says "serving" first and
+    fails after)."""
     try:
         from gunicorn.app.base import BaseApplication
     except ImportError as err:
@@ -351,4 +366,6 @@ def run(app: MirrorApp, host: str, port: int, workers: int, threads: int, access
         def load(self) -> MirrorApp:
             return app
 
+    if announce is not None:
+        announce()
     _Server().run()

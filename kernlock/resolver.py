@@ -9,15 +9,15 @@ resolved the same way, as their own entries. Requests run in parallel, one wave 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from kernlock import eligibility, interrupt, names
+from kernlock import eligibility, interrupt, names, nobuild
 from kernlock.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
 from kernlock.lockfile import normalized
 from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
-from kernlock.project import Project, Upgrade
+from kernlock.project import Pin, Project, Requirement, Upgrade
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class _Task:
     environments: set[Environment] = field(default_factory=set)
     trusted_by_user: bool = False
     required_by: set[str] = field(default_factory=set)
+    requirement: Requirement | None = None  # the project's own entry (None for a kernel dependency)
 
 
 def resolve(
@@ -59,7 +60,9 @@ def resolve(
     for req in project.requirements.values():
         for env in environments:
             pin = req.pin_for(env)
-            task = tasks.setdefault((req.repo, pin.rev), _Task(repo=req.repo, rev=pin.rev, trusted_by_user=req.trust))
+            task = tasks.setdefault(
+                (req.repo, pin.rev), _Task(repo=req.repo, rev=pin.rev, trusted_by_user=req.trust, requirement=req)
+            )
             task.environments.add(env)
     direct = set(tasks)
     trusted = {req.repo: req.trust for req in project.requirements.values()}
@@ -68,7 +71,7 @@ def resolve(
     pending = list(tasks.values())
     with interrupt.worker_pool(MAX_WORKERS) as pool:
         while pending:
-            results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade), pending))
+            results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade, environments), pending))
             for task, (entry, _) in zip(pending, results, strict=True):
                 entries[(task.repo, task.rev)] = _merge(entries.get((task.repo, task.rev)), entry)
             deps: dict[tuple[str, str], _Task] = {}
@@ -112,7 +115,9 @@ def locked_variants(
     )
 
 
-def _resolve_task(task: _Task, hub: Hub, previous: Pins | None, upgrade: Upgrade) -> tuple[LockedKernel, list[_Task]]:
+def _resolve_task(
+    task: _Task, hub: Hub, previous: Pins | None, upgrade: Upgrade, everywhere: list[Environment]
+) -> tuple[LockedKernel, list[_Task]]:
     org = task.repo.split("/")[0]
     if not task.trusted_by_user and not hub.is_trusted(org):  # also for kept pins: `trust` may have been removed
         raise ResolutionError(
@@ -141,7 +146,11 @@ def _resolve_task(task: _Task, hub: Hub, previous: Pins | None, upgrade: Upgrade
     chosen = {env: env.select_variant(tree) for env in task.environments}
     refused = _refusals(hub, task.repo, commit, tree, chosen)
     if refused:
-        raise ResolutionError(_no_build_message(task, commit, refused, tree, hub))
+        raise ResolutionError(
+            nobuild.message(
+                task.repo, task.rev, task.requirement, commit, refused, tree, everywhere, _builds_for(hub, task.repo)
+            )
+        )
     entry = LockedKernel(
         repo=task.repo,
         requested=task.rev,
@@ -257,6 +266,11 @@ def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[Environmen
     return found
 
 
+def _builds_for(hub: Hub, repo: str) -> Callable[[list[Environment]], list[str]]:
+    """The versions of ``repo`` with a build for given environments, as :mod:`kernlock.nobuild` asks for them."""
+    return lambda environments: _versions_with_builds(hub, repo, environments)
+
+
 def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
     """For a revision the repo does not have: the versions that would work on the task's environments."""
     try:
@@ -284,31 +298,6 @@ def _is_ref(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _no_build_message(
-    task: _Task, commit: str, refused: dict[Environment, str], tree: dict[str, tuple[LockedFile, ...]], hub: Hub
-) -> str:
-    """Name the environments that cannot use the commit and why, the versions that work there, and the variants
-    that exist."""
-    missing = ", ".join(str(env) for env in refused)
-    if all(reason == eligibility.NO_BUILD for reason in refused.values()):
-        lines = [f"{task.repo}@{task.rev} has no build for {missing}."]
-    else:
-        lines = [f"{task.repo}@{task.rev} ({commit[:12]}) cannot be loaded on {missing}:"]
-        lines += [f"  {env}: {reason}" for env, reason in refused.items()]
-    lines.append(f"  variants at {task.rev}: {', '.join(sorted(tree)) or 'none'}")
-    try:
-        with_build = _versions_with_builds(hub, task.repo, list(refused))
-        lines.append(f"  versions with a build for {missing}: {', '.join(with_build) or 'none'}")
-        if with_build:
-            lines.append(
-                f"  fix: pin one, e.g. `kernlock add {task.repo}@{with_build[-1]}`, or a `when` entry: "
-                f'{{ rev = "{with_build[-1]}", when = "..." }}.'
-            )
-    except KernlockError:
-        pass
-    return "\n".join(lines)
 
 
 def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
@@ -393,7 +382,14 @@ def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
             f"{repo} has no stable version branch (v1 or later; found: {only}); "
             f"ask for one explicitly, e.g. `kernlock add {repo}@v0`."
         )
+    newest = f"v{versions[0]}"
+    tree = hub.build_tree(repo, refs.versions()[versions[0]])
+    chosen = {env: env.select_variant(tree) for env in environments}
+    refused_newest = list(_refusals(hub, repo, refs.versions()[versions[0]], tree, chosen))
+    single = Requirement(repo=repo, pins=(Pin(rev=newest),))
+    fix = nobuild.when_fix(repo, newest, single, refused_newest, environments, _builds_for(hub, repo))
     raise ResolutionError(
         f"no version of {repo} has a build for every environment ({'; '.join(lacking)}). Declare fewer "
-        f'environments, or pin per environment in pyproject: {{ rev = "vN", when = "..." }}.'
+        + ("environments, or pin per environment." if fix else "environments.")
+        + "".join(f"\n{line}" for line in fix)
     )

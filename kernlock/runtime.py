@@ -101,9 +101,12 @@ def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = 
     return new
 
 
-def find_lockfile(lockfile: str | os.PathLike[str] | None = None, start: str | None = None) -> str:
+def find_lockfile(
+    lockfile: str | os.PathLike[str] | None = None, start: str | None = None, *, script: bool = True
+) -> str:
     """The lock to honour (an absolute path): ``lockfile``, else ``$KERNLOCK_LOCKFILE``, else the nearest
-    ``kernels.lock`` in ``start`` (default: the current directory) or a parent."""
+    ``kernels.lock`` in ``start`` (default: the current directory) or a parent, else (``script``, without
+    ``start``) in the folder of the main script or a parent: ``python proj/train.py`` from the folder above."""
     explicit = lockfile or os.environ.get("KERNLOCK_LOCKFILE")
     if explicit:
         path = os.path.abspath(os.path.expanduser(os.fspath(explicit)))
@@ -111,19 +114,40 @@ def find_lockfile(lockfile: str | os.PathLike[str] | None = None, start: str | N
             where = "" if lockfile else " (from KERNLOCK_LOCKFILE)"
             raise _error(f"no lock file at {path}{where}; run `kernlock lock` in the project, or fix the path.")
         return path
-    here = folder = os.path.abspath(start or os.getcwd())
-    while True:
-        candidate = os.path.join(folder, LOCK_NAME)
-        if os.path.isfile(candidate):
-            return candidate
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
+    starts = [(os.path.abspath(start or os.getcwd()), "the current folder")]
+    main = _main_script() if script and start is None else None
+    if main is not None:
+        starts.append((os.path.dirname(main), f"the folder of the main script {main}"))
+    looked: list[str] = []
+    for here, _why in starts:
+        folder = here
+        while True:
+            if folder not in looked:
+                looked.append(folder)
+                candidate = os.path.join(folder, LOCK_NAME)
+                if os.path.isfile(candidate):
+                    return candidate
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    upward = " and ".join(f"upward from {why}" for _here, why in starts)
     raise _error(
-        f"no {LOCK_NAME} in {here} or any parent folder; run `kernlock lock` in the project, run from the "
-        "project folder, or set KERNLOCK_LOCKFILE=/path/to/kernels.lock."
+        f"no {LOCK_NAME} found; looked {upward}, in {', '.join(looked)}. Run `kernlock lock` in the project, run "
+        "from the project folder, or set KERNLOCK_LOCKFILE=/path/to/kernels.lock."
     )
+
+
+def _main_script() -> str | None:
+    """The main script's absolute path (``python proj/train.py``), or None (``python -c``, an interactive
+    session)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str) or not os.path.isfile(path):
+        return None
+    return os.path.abspath(path)
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -272,9 +296,10 @@ def _watch() -> None:
 CARRIED = ("KERNLOCK_LOCKFILE", "KERNLOCK_MODE", "KERNLOCK_VERIFY", "KERNELS_CACHE", "HF_HUB_OFFLINE", "HF_ENDPOINT")
 
 
-def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> dict[str, str]:
+def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> tuple[dict[str, str], str]:
     """The environment for `kernlock run`: the lock (checked now, so errors come before CMD starts), the mode,
-    and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD.
+    and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD; and the line
+    that says so (``kernlock: LOCK (N kernels) active``).
 
     The sitecustomize lives beside the lock (on the job's shared filesystem, where every node finds it) and carries
     the settings itself, so a rank whose launcher forwards only ``PYTHON*`` variables, or whose HOME is its own,
@@ -283,9 +308,10 @@ def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -
 
     from kernlock import lockfile as lockfiles
     from kernlock.cache import cache_dir
+    from kernlock.wording import count
 
-    path = find_lockfile(lockfile)
-    lockfiles.read(Path(path))
+    path = find_lockfile(lockfile, script=False)
+    lock = lockfiles.read(Path(path))
     env = dict(os.environ)
     env["KERNLOCK_LOCKFILE"] = path
     chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")
@@ -295,7 +321,8 @@ def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -
     carried = {key: env[key] for key in CARRIED if env.get(key)}
     site = _site_dir(Path(path).parent, SITECUSTOMIZE.replace("{settings}", repr(carried), 1))
     env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
-    return env
+    repos = {kernel.repo for kernel in lock.kernels}
+    return env, f"kernlock: {path} ({count(len(repos), 'kernel')}, {chosen} mode) active"
 
 
 def _site_dir(project: Path, source: str) -> str:

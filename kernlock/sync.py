@@ -23,7 +23,6 @@ from kernlock.fetch import (
     FILE_WORKERS,
     FileSource,
     cache_error,
-    check_room,
     client,
     fetch_variant,
     gather,
@@ -74,6 +73,7 @@ class SyncReport:
     #: Where receipts would go when they cannot be kept there (kernlock's cache cannot be made, or is not the user's
     #: alone: docs/security.md), so that every load hashes; None when they are kept.
     receipts_refused: Path | None = None
+    source: Path | None = None  # the bundle it installed from (`sync --from`); None: the Hub
 
     @property
     def downloaded_files(self) -> int:
@@ -142,7 +142,9 @@ def _sync_online(
         }
         todo = [i for i in range(len(pairs)) if i not in results]
         if todo:
-            check_room([pairs[i] for i in todo], cache)  # a disk without room is refused before any download
+            from kernlock import room
+
+            room.check_room([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
                 futures = {i: variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar) for i in todo}

@@ -412,6 +412,7 @@ def test_serve_names_the_missing_server_and_imports_no_test_code(site: Site):
     )
     assert result.returncode == 1, result.stderr
     assert "pip install 'kernlock[serve]'" in result.stderr
+    assert "serving" not in result.stdout + result.stderr  # nothing says it serves before it fails
 
 
 def _cache_copy(site: Site, tmp: Path, env: str) -> tuple[Path, Any, Any, Any, Path]:

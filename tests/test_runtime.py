@@ -407,7 +407,8 @@ def test_kernlock_run_checks_the_lock_before_starting(rt: Runtime, tmp_path: Pat
         [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", "print('ran')"], cwd=tmp_path
     )
     assert child.returncode == 1 and "ran" not in child.stdout
-    assert "no kernels.lock in" in child.stderr and "`kernlock lock`" in child.stderr
+    assert "no kernels.lock found; looked upward from the current folder" in child.stderr
+    assert "`kernlock lock`" in child.stderr
 
 
 def test_kernlock_run_refuses_a_cache_others_can_write(rt: Runtime, tmp_path: Path):
@@ -466,6 +467,30 @@ def _settings(rt: Runtime, cwd: Path, env: dict[str, str] | None = None, call: s
     activation = call or "import kernlock.activate"
     code = f"import kernlock\nfrom kernlock import runtime\n{activation}\nprint(runtime.settings())"
     return rt.run_argv([sys.executable, "-c", code], env=env, cwd=cwd)
+
+
+def test_a_script_started_from_another_folder_finds_the_lock_above_it(rt: Runtime, tmp_path: Path):
+    """`python proj/train.py` from the folder above the project: the lock is looked for upward from the current
+    folder, then upward from the main script's folder; the error lists every folder looked in."""
+    program = "import kernlock.activate\nfrom kernlock import runtime\nprint(runtime.settings())\n"
+    script = rt.project / "first-hour" / "train.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(program)
+    found = rt.run_argv([sys.executable, str(script.relative_to(rt.project.parent))], cwd=rt.project.parent)
+    assert f"lockfile='{rt.project / 'kernels.lock'}'" in found.stdout, found.stderr
+
+    lone = tmp_path / "elsewhere" / "train.py"
+    lone.parent.mkdir()
+    lone.write_text(program)
+    here = tmp_path / "here"
+    here.mkdir()
+    none = rt.run_argv([sys.executable, str(lone)], cwd=here)
+    line = none.error_line()
+    assert none.returncode != 0 and line.startswith("kernlock.errors.ActivationError: no kernels.lock found"), line
+    assert f"looked upward from the current folder and upward from the folder of the main script {lone}" in line
+    looked = line.split(", in ", 1)[1].split(". Run", 1)[0].split(", ")
+    assert looked[:2] == [str(here), str(tmp_path)] and str(lone.parent) in looked and "/" in looked
+    assert len(looked) == len(set(looked))  # a folder above both is named once
 
 
 def test_lock_discovery_and_settings(rt: Runtime, tmp_path: Path):

@@ -1415,6 +1415,7 @@ _FA2_V2 = [
     "torch210-cxx11-rocm64-x86_64-linux",
     "torch29-cxx11-xpu20252-x86_64-linux",
     "torch210-cxx11-xpu20253-x86_64-linux",
+    "torch211-cxx11-cu128-x86_64-linux",  # a late build: the README's `when = "cuda == 12.8"` pin locks it
     CPU_VARIANT,
 ]
 _FA2_V3 = [
@@ -1450,7 +1451,11 @@ def catalog_matrix() -> dict[str, dict[str, list[str]]]:
             "v4": list(_FA2_V4),
             "v5": list(_FA2_V5),
         },
-        "kernels-community/activation": {"v1": list(std), "v2": [*std, "torch-cpu", "torch-cuda"]},
+        # v1 also carries torch 2.11 + CUDA 12.8, the cluster of the README's Quick start
+        "kernels-community/activation": {
+            "v1": [*std, "torch211-cxx11-cu128-x86_64-linux"],
+            "v2": [*std, "torch-cpu", "torch-cuda"],
+        },
         "kernels-community/triton-layer-norm": {"v1": ["torch-universal"]},
         "kernels-community/flash-attn4": {"v0": list(_FA4_V0)},
         "kernels-community/paged-attention": {"v1": list(std), "v2": list(std)},

@@ -383,10 +383,13 @@ class _Store:
         return data
 
     def repo_count(self, repo_type: str, org: str) -> int:
+        return len(self.repo_names(repo_type, org))
+
+    def repo_names(self, repo_type: str, org: str) -> list[str]:
         folder = self.root / repo_type / org
-        if not _NAME.fullmatch(org) or not folder.is_dir():
-            return 0
-        return sum(1 for p in folder.iterdir() if (p / ".git").exists())
+        if repo_type not in _REPO_TYPES or not _NAME.fullmatch(org) or not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if _NAME.fullmatch(p.name) and (p / ".git").exists())
 
 
 class _GitRepo:
@@ -622,7 +625,19 @@ class HubApp:
             return self._overview(unquote(segs[1]))
         if len(segs) >= 3 and segs[0] in _REPO_TYPES:
             return self._repo_api(call, self._repo(segs[0], segs[1], segs[2]), segs[3:])
+        if len(segs) == 1 and segs[0] in _REPO_TYPES:
+            self._require(call, "GET")
+            return self._listing(call, segs[0])
         return _error(404, f"Not found: {call.raw_path}")
+
+    def _listing(self, call: _Call, repo_type: str) -> _Response:
+        """``GET /api/{kernels,models}?author=ORG``: the repositories of one publisher, as ``[{id, author}]``,
+        sorted by id and paginated like other listings (the whole Hub when no author is given)."""
+        author = call.param("author")
+        orgs = [author] if author else sorted(p.name for p in (self.store.root / repo_type).glob("*") if p.is_dir())
+        ids = [f"{org}/{name}" for org in orgs for name in self.store.repo_names(repo_type, org)]
+        items, headers = self._page(call, [{"id": i, "author": i.split("/")[0]} for i in ids], self.page_size)
+        return _json(items, headers=headers)
 
     @staticmethod
     def _require(call: _Call, *methods: str) -> None:

@@ -99,6 +99,10 @@ def test_kernlock_env_reports_the_transformers_gate(locked: LockedProject, matri
     if not matrix_set.transformers_gate:
         text = _ok(run_cli("env", "--project", str(locked.project), env=locked.env)).stdout
         assert "WARNING: transformers" in text and "silently OFF" in text
+    # `show` (like add, lock and sync) says it in one line on stderr where the pair is off, and nothing where it is on
+    shown = _ok(run_cli("show", "--project", str(locked.project), env=locked.env)).stderr
+    warnings = [line for line in shown.splitlines() if line.startswith("warning: transformers")]
+    assert len(warnings) == (0 if matrix_set.transformers_gate else 1), shown
 
 
 def test_transformers_attention_path(locked: LockedProject, matrix_set: MatrixSet) -> None:
