@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add",
     "bundle",
+    "check",
     "env",
     "export",
     "handle_errors",
@@ -338,6 +339,40 @@ def _run_recorded(
     result = recordrun.finish(prepared, gathered, dry_run=dry_run, no_lock=no_lock)
     cli_output.print_record_changes(result, dry_run=dry_run, no_lock=no_lock)
     sys.exit(code)
+
+
+@main.command()
+@click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Check only this locked kernel (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--record", is_flag=True, help="Write the results to kernels.check.toml beside the lock.")
+@click.option(
+    "--dtype",
+    "dtypes",
+    multiple=True,
+    type=click.Choice(["float32", "bfloat16", "float16"]),
+    help="Check in this dtype (repeatable); default: float32, and bfloat16 on CUDA.",
+)
+@project_option
+@handle_errors
+def check(
+    kernels: tuple[str, ...], as_json: bool, record: bool, dtypes: tuple[str, ...], project_dir: Path | None
+) -> None:
+    """Numerical parity of each locked kernel this environment loads against the torch path it replaces (forward
+    and backward, this machine's device); exit 1 on a failure (see docs/check.md)."""
+    from kernlock import checking
+    from kernlock import cli_output_record as output
+
+    report = checking.check(project_dir, list(kernels) or None, list(dtypes) or None, record=record)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        output.print_check(report)
+        if report.recorded is not None:
+            click.echo(f"wrote {report.recorded}")
+    if not report.ok:
+        sys.exit(1)
 
 
 @main.command("import")
