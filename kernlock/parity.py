@@ -66,6 +66,7 @@ def _compare(pairs: Iterator[tuple[Any, Any]], dtype: str) -> tuple[float, float
     """The worst (error, tolerance) over tensor pairs (kernel, reference): the pair nearest to failing."""
     worst: tuple[float, float] | None = None
     for ours, theirs in pairs:
+        ours, theirs = ours.detach(), theirs.detach()
         error = float((ours.float() - theirs.float()).abs().max())
         limit = tolerance(dtype, float(theirs.float().abs().max()))
         if worst is None or error / limit > worst[0] / worst[1] or error != error:

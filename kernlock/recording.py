@@ -76,10 +76,11 @@ def note(repo: str, asked: str, locked: bool) -> None:
 
 
 def _append(where: str, line: str) -> None:
-    from kernlock.hfenv import private
+    from kernlock.hfenv import cache_root, private
 
-    if not os.path.isabs(where) or not private(where):
-        raise OSError(f"{where} is not an absolute folder of this user's alone")
+    parent = os.path.realpath(cache_root() / "record")
+    if os.path.dirname(os.path.realpath(where)) != parent or not private(where):
+        raise OSError(f"{where} is not a record folder of `kernlock run --record` (a folder of {parent})")
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(os.path.join(where, f"{os.getpid()}.jsonl"), flags, 0o600)
     try:
@@ -93,7 +94,7 @@ def load_path(frame: FrameType | None) -> tuple[str, str, str | None]:
     the transformers and kernels functions on the stack (the innermost one that says wins)."""
     trees = 0
     layer: tuple[str, str | None] | None = None
-    lazy = attention = fallback = None
+    lazy = attention = fallback = entry = None
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
         name = frame.f_code.co_name
@@ -102,6 +103,8 @@ def load_path(frame: FrameType | None) -> tuple[str, str, str | None]:
                 trees += 1
             elif layer is None and name in ("load", "_resolve_revision"):
                 layer = _layer_of(frame.f_locals.get("self"))
+            elif name in _ENTRY_POINTS:  # the outermost says what the caller asked, before it became a commit
+                entry = _asked_in(frame.f_locals) or entry
         elif module.startswith("transformers"):
             local = frame.f_locals
             if name == "lazy_load_kernel" and lazy is None:
@@ -116,14 +119,26 @@ def load_path(frame: FrameType | None) -> tuple[str, str, str | None]:
     if trees >= 2:
         return "kernel dependency", "", None
     if layer is not None:
-        return "kernelize mapping", layer[0], layer[1]
+        return "kernelize mapping", layer[0], layer[1] or entry
     if lazy is not None:
-        return "lazy layer", lazy, None
+        return "lazy layer", lazy, entry
     if fallback is not None:
-        return "flash_attention fallback", fallback, None
+        return "flash_attention fallback", fallback, entry
     if attention is not None:
-        return "attn_implementation", attention, None
-    return "get_kernel", "", None
+        return "attn_implementation", attention, entry
+    return "get_kernel", "", entry
+
+
+#: The kernels functions a program calls, whose ``version``/``revision`` is what was asked (kernels 0.15/0.16
+#: resolve ``version=N`` to a commit inside ``get_kernel`` before the hooked seam sees the request).
+_ENTRY_POINTS = frozenset({"get_kernel", "has_kernel", "install_kernel", "get_kernel_with_resolver"})
+
+
+def _asked_in(local: dict[str, object]) -> str | None:
+    version, revision = local.get("version"), local.get("revision")
+    if isinstance(version, int) and not isinstance(version, bool):
+        return f"v{version}"
+    return revision if isinstance(revision, str) else None
 
 
 def _layer_of(owner: object) -> tuple[str, str | None] | None:

@@ -46,7 +46,15 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
     assert done.returncode == 0, done.stderr
     assert "kernlock" in done.stdout
     ours = sorted(m for m in modules if m.startswith("kernlock"))
-    assert ours == ["kernlock", "kernlock.cli", "kernlock.console", "kernlock.errors", "kernlock.wording"]
+    assert ours == [
+        "kernlock",
+        "kernlock.cli",
+        "kernlock.cli_common",
+        "kernlock.cli_run",
+        "kernlock.console",
+        "kernlock.errors",
+        "kernlock.wording",
+    ]
     assert _heavy(modules) == []
     assert "tomlkit" not in modules and "packaging" not in modules
 

@@ -167,3 +167,97 @@ def test_hostile_records_are_dropped_and_name_no_path(tmp_path: Path, monkeypatc
     assert not folder.exists()
     records.remove_folder(tmp_path)  # not a record folder: left alone
     assert outside.exists()
+
+
+# Every load path of the issue in one process: an unlocked repo per path (one load fails, one repo does not exist),
+# a locked repo, and a repo asked for with two revisions.
+EVERY_PATH = """\
+from kernels import LayerRepository, get_kernel, register_kernel_mapping
+from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers.integrations.hub_kernels import lazy_load_kernel
+
+register_kernel_mapping(
+    {"RMSNorm": {"cpu": LayerRepository("kernels-community/triton-layer-norm", layer_name="LlamaRMSNorm", version=1)}}
+)
+config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                     num_attention_heads=4, num_key_value_heads=2)
+model = AutoModelForCausalLM.from_config(config, attn_implementation="flash_attention_2")
+model.set_use_kernels(True)
+AutoModelForCausalLM.from_config(config, attn_implementation="kernels-community/gqa-attention@v2")
+get_kernel("kernels-community/flash-attn2", revision="v3")
+get_kernel("kernels-community/paged-attention", version=1)  # kernel-depends on activation version 1
+for load in (lambda: get_kernel("kernels-community/rotary", version=2), lambda: lazy_load_kernel("finegrained-fp8")):
+    try:
+        load()  # rotary v2 has no CPU build; finegrained-fp8 is not on this Hub: both fail, both are recorded
+    except Exception as err:
+        print("failed:", type(err).__name__)
+raise SystemExit(3)
+"""
+
+
+def test_every_load_path_is_recorded_even_when_the_load_fails(catalog: Catalog, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    pyproject = write_pyproject(project, f'"{LAYER_NORM}" = "v1"\n', environments=[CPU_ENV])
+    (project / "every.py").write_text(EVERY_PATH)
+    env = user_env_for(tmp_path)
+    with HubServer(catalog.root) as server:
+        env.update(server.env())
+        assert run_cli("lock", env=env, cwd=project).returncode == 0
+        before = (pyproject.read_text(), (project / "kernels.lock").read_text())
+        result = run_cli("run", "--record", "--dry-run", "--", sys.executable, "every.py", env=env, cwd=project)
+    print(result.stdout)
+    assert result.returncode == 3, result.stderr[-3000:]  # CMD's status, after the table
+    rows = {tuple(line.split()[:2]): line for line in result.stdout.splitlines() if "/" in line.split(" ")[0]}
+    expected = {
+        ("kernels-community/activation", "v1"): "kernel dependency",
+        ("kernels-community/finegrained-fp8", "v4"): "lazy layer (finegrained-fp8)",
+        ("kernels-community/flash-attn2", "v4"): "flash_attention fallback (flash_attention_2)",
+        ("kernels-community/flash-attn2", "v3"): "get_kernel",
+        ("kernels-community/gqa-attention", "v2"): "attn_implementation (kernels-community/gqa-attention@v2)",
+        ("kernels-community/paged-attention", "v1"): "get_kernel",
+        ("kernels-community/rotary", "v2"): "get_kernel",
+        (LAYER_NORM, "v1"): "kernelize mapping (LlamaRMSNorm)",
+    }
+    assert set(rows) == set(expected), result.stdout
+    for key, path in expected.items():
+        assert path in rows[key], (key, rows[key])
+        assert rows[key].split()[-2] == ("yes" if key[0] == LAYER_NORM else "no")
+    assert "flash-attn2 was asked for with several revisions (v3, v4); not added" in result.stdout
+    for repo, rev in [("activation", "v1"), ("finegrained-fp8", "v4"), ("gqa-attention", "v2"), ("rotary", "v2")]:
+        assert f'would add "kernels-community/{repo}" = "{rev}"' in result.stdout
+    assert f'would add "{LAYER_NORM}"' not in result.stdout  # locked already
+    assert (pyproject.read_text(), (project / "kernels.lock").read_text()) == before  # --dry-run changes nothing
+
+
+def test_no_lock_edits_pyproject_only(catalog: Catalog, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    pyproject = write_pyproject(project, "# my kernels\n", environments=[CPU_ENV])
+    env = user_env_for(tmp_path)
+    code = 'import kernels\nkernels.get_kernel("kernels-community/activation", version=2)\n'
+    with HubServer(catalog.root) as server:
+        env.update(server.env())
+        result = run_cli("run", "--record", "--no-lock", "--", sys.executable, "-c", code, env=env, cwd=project)
+    assert result.returncode == 0, result.stderr[-3000:]
+    tail = '[tool.kernlock.kernels]\n# my kernels\n"kernels-community/activation" = "v2"\n'
+    assert pyproject.read_text().endswith(tail)
+    assert "kernels.lock not re-locked (--no-lock): run `kernlock lock`" in result.stdout
+    assert lockfile.read(project / "kernels.lock").kernels == ()  # the empty lock the record run needed
+
+
+def test_a_record_folder_outside_the_cache_is_never_written(catalog: Catalog, tmp_path: Path, sentinel: Path) -> None:
+    """KERNLOCK_RECORD is read by every process: pointed anywhere but a record folder under kernlock's cache, it
+    writes nothing there (one warning; the run goes on). The sentinel fixture checks the folder is untouched."""
+    project = tmp_path / "project"
+    project.mkdir()
+    write_pyproject(project, "", environments=[CPU_ENV])
+    env = user_env_for(tmp_path)
+    with HubServer(catalog.root) as server:
+        env.update(server.env())
+        assert run_cli("lock", env=env, cwd=project).returncode == 0
+        code = 'import kernels\nkernels.get_kernel("kernels-community/activation", version=2)\nprint("loaded")\n'
+        hostile = {**env, "KERNLOCK_RECORD": str(sentinel / "keep"), "KERNLOCK_MODE": "warn"}
+        child = run_cli("run", "--", sys.executable, "-c", code, env=hostile, cwd=project)
+    assert child.returncode == 0 and "loaded" in child.stdout, child.stderr[-3000:]
+    assert "is not a record folder of `kernlock run --record`" in child.stderr
