@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import LockError, ProjectError
+from kernlock.errors import KernlockError, LockError, ProjectError
 from kernlock.values import value
 
 __all__ = ["CheckReport", "CheckRow", "check"]
@@ -115,8 +115,15 @@ def check(
 
     rows: list[CheckRow] = []
     for entry, variant, _path in verified.values():
-        module = loader.get_kernel(entry.repo, revision=entry.commit)
         base = {"kernel": entry.repo, "commit": entry.commit, "variant": variant.name}
+        try:
+            module = loader.get_kernel(entry.repo, revision=entry.commit)
+        except KernlockError:
+            raise
+        except Exception as err:  # the locked build does not import here: it cannot be right here
+            why = f"{type(err).__name__}: {err}".splitlines()[0][:160]
+            rows.append(CheckRow(**base, case="load", error=None, tolerance=None, verdict="FAIL", note=why))
+            continue
         found = parity.kinds(module)
         if not found:
             why = "neither an attention kernel (flash_attn_varlen_func) nor a layer kernel (layers)"

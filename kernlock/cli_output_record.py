@@ -92,6 +92,9 @@ def print_check(report: CheckReport) -> None:
     click.echo(f"kernlock check on {report.device} ({report.environment})")
     print_table(("kernel", "commit", "variant", "case", "max abs error", "tolerance", "result"), rows)
     failed = [row for row in report.rows if row.verdict == "FAIL"]
+    for row in failed:
+        if row.note:
+            click.secho(f"  {row.kernel} {row.case}: {row.note}", fg="red")
     unchecked = sorted({row.kernel for row in report.rows if row.verdict == "not checked"})
     passed = sum(row.verdict == "pass" for row in report.rows)
     summary = f"{count(passed, 'case')} passed, {count(len(failed), 'case')} failed"
