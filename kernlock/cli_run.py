@@ -58,6 +58,7 @@ def _run_recorded(
     mode: str | None, dry_run: bool, no_lock: bool, project_dir: Path | None, command: tuple[str, ...]
 ) -> None:
     """`run --record`: CMD runs to its end (whatever its status), then the table, pyproject and the lock."""
+    import signal
     import subprocess
 
     from kernlock import cli_output_record as cli_output
@@ -72,13 +73,17 @@ def _run_recorded(
         click.echo(f"wrote {prepared.root / 'kernels.lock'} (no kernels yet): activation needs a lock to record")
     sys.stdout.flush()
     sys.stderr.flush()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is CMD's to handle; its records still count
     try:
-        code = subprocess.call(list(command), env=prepared.env)
+        reset = None if os.name == "nt" else _default_sigint
+        code = subprocess.call(list(command), env=prepared.env, preexec_fn=reset)
     except OSError as err:
         from kernlock import records
 
         records.remove_folder(prepared.folder)
         raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+    finally:
+        signal.signal(signal.SIGINT, previous)
     gathered = recordrun.collect(prepared)
     cli_output.print_record_table(code, gathered)
     result = recordrun.finish(prepared, gathered, dry_run=dry_run, no_lock=no_lock)
@@ -118,3 +123,10 @@ def check(
             click.echo(f"wrote {report.recorded}")
     if not report.ok:
         sys.exit(1)
+
+
+def _default_sigint() -> None:
+    """In CMD (after fork): Ctrl-C does what it does by default, whatever kernlock set for itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
