@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import functools
-import os
 import sys
 
 import click
 
 from kernlock import __version__
-from kernlock.errors import DuplicateSpecError, KernlockError
+from kernlock.cli_common import file_option_value as _file
+from kernlock.cli_common import folder_option_value as _folder
+from kernlock.cli_common import handle_errors, project_option
+from kernlock.cli_run import check, run
+from kernlock.errors import DuplicateSpecError
 from kernlock.wording import count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
-    from typing import Any
 
 
 __all__ = [
     "add",
     "bundle",
+    "check",
     "env",
     "export",
     "handle_errors",
@@ -41,81 +42,12 @@ __all__ = [
 # Each command imports kernlock.api (and with it the lock model) when it runs: `--help` and `--version` cost
 # what click costs. The network stack (huggingface_hub, httpx) is imported only when a request is made.
 
-project_option = click.option(
-    "--project",
-    "project_dir",
-    metavar="DIRECTORY",
-    callback=lambda _ctx, param, value: _path(value, param, folder=True, must_exist=True),
-    default=None,
-    help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
-)
-
-
-def _path(value: str | None, param: click.Parameter, *, folder: bool, must_exist: bool = False) -> Path | None:
-    """A file or folder option as a Path; an existing path of the other kind (or, with ``must_exist``, a missing
-    one) is a usage error. Checked here rather than by click.Path, whose import-time translations and pathlib would
-    cost ``--help`` and ``--version``: pathlib is imported only when the option is given."""
-    if value is None:
-        return None
-    from pathlib import Path
-
-    path = Path(value)
-    kind = "Directory" if folder else "File"
-    if must_exist and not path.exists():
-        raise click.BadParameter(f"{kind} {value!r} does not exist.", param=param)
-    if path.exists() and path.is_dir() != folder:
-        raise click.BadParameter(f"{kind} {value!r} is {'a file' if folder else 'a directory'}.", param=param)
-    return path
-
-
-def _file(_ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
-    return _path(value, param, folder=False)
-
-
-def _folder(_ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
-    return _path(value, param, folder=True)
-
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """``--version``: what click's version_option prints, without the locale lookup it imports."""
     if value and not ctx.resilient_parsing:
         click.echo(f"kernlock, version {__version__}")
         ctx.exit()
-
-
-def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Print a KernlockError as one clear message and exit 1; a traceback only with -v."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from kernlock import interrupt
-
-        try:
-            result = fn(*args, **kwargs)
-            sys.stdout.flush()  # a reader that went away (`kernlock env | head`) is found here, not at exit
-            return result
-        except (interrupt.Interrupted, interrupt.Cancelled) as err:
-            from kernlock.cli_output import interrupted
-
-            interrupted(getattr(err, "exit_code", 130))
-        except KernlockError as err:
-            _fail(str(err))
-        except BrokenPipeError:
-            raise  # click ends the command quietly with exit 1, as a Unix tool whose reader is gone
-        except OSError as err:  # the local disk: a read-only project, a full cache...
-            where = f" ({err.filename})" if err.filename else ""
-            _fail(f"{err.strerror or err}{where}; check the folder's permissions and free space.")
-
-    return wrapper
-
-
-def _fail(message: str) -> None:
-    if click.get_current_context().find_root().params.get("verbose"):
-        import traceback
-
-        traceback.print_exc()
-    click.secho(f"error: {message}", fg="red", err=True)
-    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -128,6 +60,10 @@ def main(verbose: bool) -> None:
     from kernlock import interrupt
 
     interrupt.install_handlers()
+
+
+main.add_command(run)
+main.add_command(check)
 
 
 @main.command()
@@ -273,30 +209,6 @@ def show(as_json: bool, project_dir: Path | None) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     cli_output.print_show(rows)
-
-
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--mode", type=click.Choice(["strict", "warn"]), help="Sets KERNLOCK_MODE for CMD (default: strict).")
-@click.option("-q", "--quiet", is_flag=True, help="Print no line saying the lock is active.")
-@project_option
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
-@handle_errors
-def run(mode: str | None, quiet: bool, project_dir: Path | None, command: tuple[str, ...]) -> None:
-    """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
-    from kernlock import cli_output, runtime
-
-    env, active = runtime.run_environment(project_dir / runtime.LOCK_NAME if project_dir is not None else None, mode)
-    cli_output.print_active(active, command, quiet)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.name == "nt":  # no exec on Windows: wait and pass the exit status on
-        import subprocess
-
-        sys.exit(subprocess.call(list(command), env=env))
-    try:
-        os.execvpe(command[0], list(command), env)
-    except OSError as err:
-        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
 
 
 @main.command("import")

@@ -166,9 +166,17 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
     state = _current()
     settings = activated.settings()
     assert settings is not None
-    if repo not in state.lock.repos:
-        message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {repo}`" + (
-            " (or set KERNLOCK_MODE=warn to load unlocked kernels with a warning)." if _strict() else "."
+    locked = repo in state.lock.repos
+    if os.environ.get("KERNLOCK_RECORD"):  # `kernlock run --record`
+        from kernlock import recording
+
+        recording.note(repo, asked, locked)
+    if not locked:
+        message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {_spec(repo, asked)}`" + (
+            ", or record every kernel a run asks for with `kernlock run --record -- CMD...` (or set "
+            "KERNLOCK_MODE=warn to load unlocked kernels with a warning)."
+            if _strict()
+            else "."
         )
         if _strict():
             raise ActivationError(message)
@@ -178,6 +186,15 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
     if entry is None or entry.variant_for(state.environment) is None:
         raise ActivationError(_not_covered(state, settings.lockfile))
     return entry
+
+
+def _spec(repo: str, asked: str) -> str:
+    """``org/name@rev`` for `kernlock add`: the revision the code asked (``version=4`` -> ``@v4``)."""
+    if asked.startswith("version="):
+        return f"{repo}@v{asked.removeprefix('version=')}"
+    if asked.startswith("revision="):
+        return f"{repo}@{asked.removeprefix('revision=')}"
+    return repo
 
 
 def _not_covered(state: _State, lockfile: str) -> str:

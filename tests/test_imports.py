@@ -54,6 +54,8 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
         "kernlock",
         "kernlock.cli",
         "kernlock.cli_hook",  # the `kernlock hook` group's commands (click only)
+        "kernlock.cli_common",
+        "kernlock.cli_run",
         "kernlock.console",
         "kernlock.errors",
         "kernlock.wording",

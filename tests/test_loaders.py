@@ -188,7 +188,7 @@ def test_unlocked_repo_is_refused_before_any_request(runtime: Runtime):
     assert report["connects"] == [] and report["loaded"] == {}
     assert [name for name, _ in report["errors"]] == ["ActivationError", "ActivationError"]
     (_, by_version), (_, by_revision) = report["errors"]
-    assert f"{UNLOCKED} (version=1) is not in" in by_version and f"`kernlock add {UNLOCKED}`" in by_version
+    assert f"{UNLOCKED} (version=1) is not in" in by_version and f"`kernlock add {UNLOCKED}@v1`" in by_version
     assert f"{UNLOCKED} (revision=v1) is not in" in by_revision
 
 

@@ -142,7 +142,7 @@ def test_flash_attention_2_fallback_error_reaches_the_user(rt: Runtime, tmp_path
     child = rt.run('train_llama("flash_attention_2")', env={"KERNLOCK_LOCKFILE": str(lock)})
     line = child.error_line()
     assert child.returncode != 0 and line.startswith("kernlock.errors.ActivationError:"), child.stderr[-2000:]
-    assert f"{FA2} (version=4) is not in {lock}" in line and f"`kernlock add {FA2}`" in line
+    assert f"{FA2} (version=4) is not in {lock}" in line and f"`kernlock add {FA2}@v4`" in line
 
 
 def _for_environment(lock: Lock, env: str) -> Lock:
@@ -268,7 +268,7 @@ def test_unlocked_repo_is_an_error_in_strict_mode_without_any_request(rt: Runtim
     assert report["connects"] == [] and report["loaded"] == {}
     assert [name for name, _ in report["errors"]] == ["ActivationError", "ActivationError"]
     for _, message in report["errors"]:
-        assert f"{UNLOCKED} (version=1) is not in" in message and f"`kernlock add {UNLOCKED}`" in message
+        assert f"{UNLOCKED} (version=1) is not in" in message and f"`kernlock add {UNLOCKED}@v1`" in message
         assert "KERNLOCK_MODE=warn" in message
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 __all__ = [
     "CPU_VARIANT",
+    "EXTRA_KINDS",
     "GIT_AUTHOR",
     "HUB_MATRIX",
     "KINDS",
@@ -709,6 +710,47 @@ ops = SimpleNamespace(apply_rotary=apply_rotary)
 }
 
 
+_EXPAND_KV = """def _expand_kv(x, num_heads):
+    # (batch, seqlen, kv_heads, dim) -> (batch, seqlen, num_heads, dim); query head h reads kv head h // group.
+    kv_heads = x.shape[-2]
+    if kv_heads == num_heads:
+        return x
+    if num_heads % kv_heads:
+        raise ValueError(f"number of query heads ({num_heads}) is not a multiple of kv heads ({kv_heads})")
+    return x.repeat_interleave(num_heads // kv_heads, dim=-2)
+"""
+_EXPAND_KV_GQA_BUG = """class _ExpandKV(torch.autograd.Function):
+    # kernels-community#1085 in miniature: the forward gives query head h kv head h // group (right); the backward
+    # sums each kv head's gradient over the wrong query heads (strided, not grouped) whenever kv_heads < heads.
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.repeat_interleave(group, dim=-2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        *lead, heads, dim = grad.shape
+        return grad.reshape(*lead, ctx.group, heads // ctx.group, dim).sum(-3), None
+
+
+def _expand_kv(x, num_heads):
+    # (batch, seqlen, kv_heads, dim) -> (batch, seqlen, num_heads, dim); query head h reads kv head h // group.
+    kv_heads = x.shape[-2]
+    if kv_heads == num_heads:
+        return x
+    if num_heads % kv_heads:
+        raise ValueError(f"number of query heads ({num_heads}) is not a multiple of kv heads ({kv_heads})")
+    return _ExpandKV.apply(x, num_heads // kv_heads)
+"""
+assert _EXPAND_KV in _OPS_PYTHON_BODY["attention"]
+#: Kinds beyond KINDS (which the benchmark catalog cycles through, so it stays as it is): ``attention-gqa-bug`` is
+#: ``attention`` whose backward is wrong only for grouped-query attention (`kernlock check`'s proof, issue 26).
+EXTRA_KINDS = ("attention-gqa-bug",)
+_INIT_BODY["attention-gqa-bug"] = _INIT_BODY["attention"]
+_OPS_PYTHON_BODY["attention-gqa-bug"] = _OPS_PYTHON_BODY["attention"].replace(_EXPAND_KV, _EXPAND_KV_GQA_BUG)
+
+
 def _render(template: str, **subs: str) -> str:
     for key, value in subs.items():
         template = template.replace(f"@@{key}@@", value)
@@ -864,6 +906,7 @@ class _RepoState:
     minver_by_branch: dict[str, str] = field(default_factory=dict)  # branch -> kernels-minver (over the repo's)
     archs_by_branch: dict[str, list[str]] = field(default_factory=dict)  # branch -> CUDA archs of its CUDA builds
     python_builds: list[str] = field(default_factory=list)  # variants given the pure-Python build
+    kind_by_branch: dict[str, str] = field(default_factory=dict)  # branch -> kind (over the repo's)
     builds: dict[str, dict[str, str]] = field(default_factory=dict)  # branch -> variant -> build_id
     uploads: int = 0
     clock: int = 0
@@ -902,10 +945,11 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
     init = _render(_INIT_HEAD, NAME=state.name, VARIANT=variant, IDENTITY=repr(identity))
     if deps:
         init += _render(_INIT_DEPS, DEP_IDS=repr([d["repo-id"] for d in deps]))
-    init += _INIT_BODY[state.kind]
+    kind = state.kind_by_branch.get(branch, state.kind)
+    init += _INIT_BODY[kind]
     python = is_python_build(variant) or variant in state.python_builds
     ops = (
-        _render(_OPS_PYTHON_HEAD, OPS_NS=ops_ns) + _OPS_PYTHON_BODY[state.kind]
+        _render(_OPS_PYTHON_HEAD, OPS_NS=ops_ns) + _OPS_PYTHON_BODY[kind]
         if python
         else _render(_OPS_COMPILED, OPS_NS=ops_ns)
     )
@@ -1244,6 +1288,7 @@ def create_kernel_repo(
     cuda_archs: Mapping[str, Sequence[str]] | None = None,
     python_builds: Iterable[str] = (),
     jobs: str = "backend",
+    kinds: Mapping[str, str] | None = None,
 ) -> KernelRepo:
     """Create ``ROOT/kernels/{repo_id}``: ``main`` with the README, one branch per entry of ``branches``.
 
@@ -1256,10 +1301,12 @@ def create_kernel_repo(
     map a tag to the revision it points at (after all branches are written). ``trusted`` writes the org to
     ``organizations.json`` (``None``: unchanged; ``kernels-community`` is recorded as trusted when missing).
     ``python_builds`` names variants that get the pure-Python build whatever their backend (a benchmark's stand-in
-    for a GPU machine's own build, which then imports there).
+    for a GPU machine's own build, which then imports there). ``kinds`` gives a branch another kind than
+    ``kind`` (``{"v3": "attention-gqa-bug"}``: one version's build is wrong, as kernels-community#1085).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    for chosen in (kind, *(kinds or {}).values()):
+        if chosen not in (*KINDS, *EXTRA_KINDS):
+            raise ValueError(f"kind must be one of {(*KINDS, *EXTRA_KINDS)}, not {chosen!r}")
     org, _ = _split_repo_id(repo_id)
     path = kernel_repo_path(root, repo_id)
     if path.exists():
@@ -1285,6 +1332,7 @@ def create_kernel_repo(
         minver_by_branch=dict(kernels_minver) if isinstance(kernels_minver, Mapping) else {},
         archs_by_branch={b: list(a) for b, a in (cuda_archs or {}).items()},
         python_builds=sorted(python_builds),
+        kind_by_branch=dict(kinds or {}),
     )
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
@@ -1461,6 +1509,7 @@ def catalog_matrix() -> dict[str, dict[str, list[str]]]:
         "kernels-community/paged-attention": {"v1": list(std), "v2": list(std)},
         "someone/fast-gelu": {"v1": list(std)},
         "kernels-community/rotary": {"v1": list(std), "v2": without_cpu(std)},
+        "kernels-community/gqa-attention": {"v2": [CPU_VARIANT, "torch-cpu"], "v3": [CPU_VARIANT, "torch-cpu"]},
     }
 
 
@@ -1483,6 +1532,9 @@ class Catalog:
     untrusted: str = "someone/fast-gelu"
     #: v1 has CPU builds, the newest version v2 has none.
     newest_without_cpu: str = "kernels-community/rotary"
+    #: attention whose v3 backward is wrong for grouped-query attention only (kernels-community#1085 on the CPU);
+    #: v2 is its correct sibling (`kernlock check`).
+    gqa_backward_bug: str = "kernels-community/gqa-attention"
     #: ``(repo_id, tag)`` of the annotated tag on an old commit (v1's head before its re-upload).
     old_tag: tuple[str, str] = ("kernels-community/flash-attn2", "v1.0.0")
     #: ``(repo_id, tag)`` of a lightweight tag.
@@ -1501,6 +1553,7 @@ class Catalog:
             self.dependent,
             self.untrusted,
             self.newest_without_cpu,
+            self.gqa_backward_bug,
         ]
 
     def repo(self, repo_id: str) -> KernelRepo:
@@ -1541,6 +1594,9 @@ def build_catalog(root: str | os.PathLike[str]) -> Catalog:
     )
     create_kernel_repo(root, cat.untrusted, matrix[cat.untrusted], kind="activation", license="MIT")
     create_kernel_repo(root, cat.newest_without_cpu, matrix[cat.newest_without_cpu], kind="rotary")
+    create_kernel_repo(
+        root, cat.gqa_backward_bug, matrix[cat.gqa_backward_bug], kind="attention", kinds={"v3": "attention-gqa-bug"}
+    )
     return cat
 
 
