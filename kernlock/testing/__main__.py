@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     with HubServer(args.root, host=args.host, port=args.port, page_size=args.page_size) as server:
         print(server.url, flush=True)
         print(f"serving {args.root.resolve()} at {server.url}", file=sys.stderr, flush=True)
+        exports = " ".join(f"{k}={v}" for k, v in server.env().items() if k != "HF_HUB_DISABLE_XET")
+        print(f"export {exports}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
     return 0

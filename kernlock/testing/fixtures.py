@@ -867,6 +867,10 @@ class _RepoState:
     builds: dict[str, dict[str, str]] = field(default_factory=dict)  # branch -> variant -> build_id
     uploads: int = 0
     clock: int = 0
+    #: Who signs the builds (``Identity`` fields: workflow, repository, issuer); None: the kernels-community
+    #: build workflow. ``signed=False`` writes no ``metadata.json.sigstore``.
+    signer: dict[str, str] | None = None
+    signed: bool = True
 
     @property
     def name(self) -> str:
@@ -952,17 +956,31 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
         "kernel": {"commit": source_commit, "dirty": False},
     }
     meta_bytes = (json.dumps(metadata, indent=2) + "\n").encode()
-    signature = {
-        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-        "verificationMaterial": {"publicKey": {"hint": "kernlock-fixture"}},
-        "messageSignature": {
-            "messageDigest": {"algorithm": "SHA2_256", "digest": _b64sha256(meta_bytes)},
-            "signature": base64.b64encode(hashlib.sha512(b"sig:" + meta_bytes).digest()).decode(),
-        },
-    }
     files["metadata.json"] = meta_bytes
-    files["metadata.json.sigstore"] = (json.dumps(signature, indent=2) + "\n").encode()
+    if state.signed:
+        files["metadata.json.sigstore"] = sign_metadata(meta_bytes, state.signer)
     return {f"build/{variant}/{path}": payload for path, payload in files.items()}
+
+
+def sign_metadata(meta_bytes: bytes, signer: Mapping[str, str] | None = None) -> bytes:
+    """The bundle kernel-builder's workflow writes beside ``metadata.json`` (really signed, by the test sigstore
+    instance of :mod:`kernlock.testing.sigstore`; ``signer``: :class:`~kernlock.testing.sigstore.Identity` fields)."""
+    from kernlock.testing import sigstore
+
+    log_index = int.from_bytes(hashlib.sha256(meta_bytes).digest()[:4], "big")
+    return sigstore.instance().sign(meta_bytes, sigstore.Identity(**(signer or {})), log_index=log_index)
+
+
+def write_trusted_root(root: str | os.PathLike[str]) -> Path:
+    """``ROOT/sigstore/trusted_root.json``: the trusted root of the test sigstore instance that signs the builds."""
+    from kernlock.testing import sigstore
+
+    path = Path(root) / "sigstore" / "trusted_root.json"
+    text = sigstore.instance().trusted_root_json()
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
 
 
 def _job_groups(variants: Sequence[str], jobs: str) -> list[list[str]]:
@@ -1244,6 +1262,8 @@ def create_kernel_repo(
     cuda_archs: Mapping[str, Sequence[str]] | None = None,
     python_builds: Iterable[str] = (),
     jobs: str = "backend",
+    signer: Mapping[str, str] | None = None,
+    signed: bool = True,
 ) -> KernelRepo:
     """Create ``ROOT/kernels/{repo_id}``: ``main`` with the README, one branch per entry of ``branches``.
 
@@ -1256,7 +1276,8 @@ def create_kernel_repo(
     map a tag to the revision it points at (after all branches are written). ``trusted`` writes the org to
     ``organizations.json`` (``None``: unchanged; ``kernels-community`` is recorded as trusted when missing).
     ``python_builds`` names variants that get the pure-Python build whatever their backend (a benchmark's stand-in
-    for a GPU machine's own build, which then imports there).
+    for a GPU machine's own build, which then imports there). ``signer`` signs the builds as another identity
+    (``{"workflow": ..., "repository": ..., "issuer": ...}``); ``signed=False`` uploads them without a bundle.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
@@ -1285,7 +1306,10 @@ def create_kernel_repo(
         minver_by_branch=dict(kernels_minver) if isinstance(kernels_minver, Mapping) else {},
         archs_by_branch={b: list(a) for b, a in (cuda_archs or {}).items()},
         python_builds=sorted(python_builds),
+        signer=dict(signer) if signer else None,
+        signed=signed,
     )
+    write_trusted_root(root)
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
     stream = _Stream()
