@@ -43,7 +43,8 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
         raise KernlockError(f"-o {out} is {what}; name a new file for the bundle, e.g. `-o kernels-bundle.tar`.")
     lock = read_lock(project)
     envs = sorted(set(environments)) if environments else list(lock.environments)
-    report = syncing.sync(lock, envs, progress=progress)  # no request when the cache already holds them
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    report = syncing.sync(lock, envs, progress=progress, trusted_root=trusted_root)  # no request when cached
     pairs = syncing.targets(lock, envs)
     sources = {
         bundles.member_name(e, v, f): names.under(syncing.variant_path(e, v), *f.path.split("/"))
@@ -86,7 +87,8 @@ def sync_from(
     environments = list(lock.environments) if all_environments else [this_environment(lock)]
     source.check(syncing.targets(lock, environments))
     interrupt.reset()
-    return syncing.sync(lock, environments, hub=source, progress=progress)
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    return syncing.sync(lock, environments, hub=source, progress=progress, trusted_root=trusted_root)
 
 
 def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None = None) -> MirrorApp:

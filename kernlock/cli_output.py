@@ -149,6 +149,7 @@ def print_verify(result: VerifyResult) -> bool:
                 ("missing", "missing"),
                 ("mismatch", "changed"),
                 ("unexpected", "not in kernels.lock"),
+                ("signature", "signature fails"),
             )
             if kind in kinds
         ]
@@ -161,7 +162,7 @@ def print_verify(result: VerifyResult) -> bool:
         return False
     click.echo(
         f"verified {count(len(result.checked), 'variant')}, {count(result.files, 'file')} in {result.cache}: "
-        "all match kernels.lock"
+        "all match kernels.lock" + (f", {count(result.signed, 'signature')} verified offline" if result.signed else "")
     )
     return True
 

@@ -74,19 +74,25 @@ def sync(
     project = projects.load(projects.locate(root))
     result = _lock_for_sync(project, locked, frozen, offline, hub)
     environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
-    report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    report = syncing.sync(
+        result.lock, environments, hub=hub, offline=offline, progress=progress, trusted_root=trusted_root
+    )
     lockindex.prime(project.lockfile, result.lock, environments)  # the first process after this reads no lock
     return replace(report, relocked=result.reason if result.written else None)
 
 
-def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | None:
-    """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
+def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None) -> syncing.SyncReport | None:
+    """Sync this machine with the lock `add` just wrote (in the project at ``root``, None: the enclosing one);
+    None when the lock does not cover this machine."""
     from kernlock import sync as syncing
 
+    project = projects.load(projects.locate(root))
+    trusted_root = project.signatures.trusted_root_path(project.root)
     environment = str(detect())
     if environment not in lock.environments:
         return None
-    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline())
+    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline(), trusted_root=trusted_root)
 
 
 def verify(root: Path | None = None, all_environments: bool = False) -> VerifyResult:
@@ -94,7 +100,8 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
     locked variant) must be present. Returns the problems; none (``.ok``) means intact."""
     from kernlock import verify as verifying
 
-    lock = read_lock(projects.load(projects.locate(root)))
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
     if all_environments:
         required = list(lock.environments)
     else:
@@ -102,7 +109,7 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
             required = [env for env in [str(detect())] if env in lock.environments]
         except KernlockError:
             required = []
-    return verifying.verify(lock, required)
+    return verifying.verify(lock, required, trusted_root=project.signatures.trusted_root_path(project.root))
 
 
 @value

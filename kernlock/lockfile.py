@@ -266,9 +266,7 @@ class _Validator:
         environments = self._strings(data.get("environments"), "environments", index)
         signature = self.signature(data, index)
         try:
-            return LockedVariant(
-                name=data["name"], environments=environments, signature=signature, files=tuple(parsed)
-            )
+            return LockedVariant(name=data["name"], environments=environments, signature=signature, files=tuple(parsed))
         except ValueError as err:
             raise self.fail(str(err), index) from None
 
@@ -281,7 +279,7 @@ class _Validator:
         keys = {"signer", "repository", "issuer", "log-index", "integrated-time", "bundle"}
         if not isinstance(value, dict) or set(value) != keys:
             raise self.fail(
-                f"variant {data['name']!r}: `signature` must be \"unsigned\" or a table of {', '.join(sorted(keys))}",
+                f'variant {data["name"]!r}: `signature` must be "unsigned" or a table of {", ".join(sorted(keys))}',
                 index,
             )
         try:

@@ -168,7 +168,7 @@ class LockedVariant:
         _check_file_set(self.name, self.files)
         _check(
             self.signature is None or self.signature == UNSIGNED or isinstance(self.signature, Signature),
-            f"variant {self.name}: `signature` must be a table or \"unsigned\"",
+            f'variant {self.name}: `signature` must be a table or "unsigned"',
         )
 
 

@@ -53,7 +53,9 @@ def _identity(certificate: Any) -> dict[str, str]:
         dotted = extension.oid.dotted_string
         if dotted.startswith(_FULCIO):
             raw = getattr(extension.value, "value", b"")
-            found[dotted.removeprefix(_FULCIO)] = _der_utf8(raw) if dotted != _FULCIO + "1" else raw.decode("utf-8", "replace")
+            found[dotted.removeprefix(_FULCIO)] = (
+                _der_utf8(raw) if dotted != _FULCIO + "1" else raw.decode("utf-8", "replace")
+            )
     repository = found.get("12", "")
     return {
         "signer": found.get("9", "(none)"),
@@ -67,7 +69,9 @@ def _who(identity: dict[str, str]) -> str:
 
 
 def _expected(signers: Iterable[Signer]) -> str:
-    return "; ".join(f"repository {s.repository}, workflow {' or '.join(s.workflows)}, issuer {s.issuer}" for s in signers)
+    return "; ".join(
+        f"repository {s.repository}, workflow {' or '.join(s.workflows)}, issuer {s.issuer}" for s in signers
+    )
 
 
 def _accepts(signer: Signer, identity: dict[str, str]) -> bool:
@@ -106,9 +110,7 @@ class BundleVerifier:
                 "[tool.kernlock.signatures] or $KERNLOCK_SIGSTORE_TRUSTED_ROOT."
             ) from None
 
-    def verify(
-        self, what: str, metadata: bytes, bundle: bytes, signers: Iterable[Signer], *, fix: str
-    ) -> Signature:
+    def verify(self, what: str, metadata: bytes, bundle: bytes, signers: Iterable[Signer], *, fix: str) -> Signature:
         """Verify ``bundle`` over ``metadata`` and that one of ``signers`` signed it; the recorded Signature.
         ``what`` names the kernel and variant in errors; ``fix`` is the error's last words."""
         from sigstore.models import Bundle
@@ -214,6 +216,6 @@ def unsigned_allowed(mode: str, what: str, fix: str) -> None:
     """``require`` refuses a build without a bundle; ``verify`` records it as unsigned."""
     if mode == "require":
         raise SignatureError(
-            f"{what}: the build has no {BUNDLE}, and [tool.kernlock.signatures] mode = \"require\" refuses "
+            f'{what}: the build has no {BUNDLE}, and [tool.kernlock.signatures] mode = "require" refuses '
             f"unsigned builds; {fix}"
         )

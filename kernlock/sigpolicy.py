@@ -17,8 +17,8 @@ __all__ = [
     "GITHUB_ISSUER",
     "MODES",
     "TRUSTED_ROOT_VARIABLE",
-    "Signer",
     "SignaturePolicy",
+    "Signer",
     "parse",
 ]
 
@@ -103,6 +103,7 @@ def parse(value: Any, where: Path) -> SignaturePolicy:
     if root is not None and (not isinstance(root, str) or not root):
         raise ProjectError(f"{where}: {_TABLE} trusted-root must be a path to a sigstore trusted_root.json.")
     signers = value.get("signer")
+    parsed: tuple[Signer, ...]
     if signers is None:
         parsed = DEFAULT_SIGNERS
     else:

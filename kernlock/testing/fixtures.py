@@ -1189,12 +1189,31 @@ class KernelRepo:
         state.save(self.path)
         return sha
 
-    def upload_files(self, branch: str, files: Mapping[str, bytes], *, message: str = "Upload files") -> str:
+    def upload_files(
+        self, branch: str, files: Mapping[str, bytes], *, message: str = "Upload files", sign: bool = True
+    ) -> str:
         """Commit ``{path: content}`` on top of ``branch`` (a prebuilt variant, say); ``.so`` files go to LFS.
 
+        A ``build/<variant>/metadata.json`` uploaded without its ``metadata.json.sigstore`` is signed again as the
+        build workflow would (``sign``, when it has a ``digest`` and the repo's builds are signed); otherwise the
+        stale bundle is deleted (an unsigned build). ``sign=False`` keeps the old bundle (a tampered build).
         Returns the new head sha. The builder's own build records are left as they are.
         """
         state = _RepoState.load(self.path)
+        deletes: list[str] = []
+        files = dict(files)
+        for path, payload in list(files.items()):
+            bundle = f"{path}.sigstore"
+            if not (path.startswith("build/") and path.endswith("/metadata.json")) or bundle in files or not sign:
+                continue
+            try:
+                has_digest = "digest" in json.loads(payload)
+            except (ValueError, TypeError):
+                has_digest = False
+            if state.signed and has_digest:
+                files[bundle] = sign_metadata(payload, state.signer)
+            else:
+                deletes.append(bundle)
         committed: dict[str, bytes] = {}
         for path, payload in files.items():
             if path.endswith(".so"):
@@ -1206,7 +1225,12 @@ class KernelRepo:
             committed[path] = payload
         stream = _Stream()
         mark = stream.commit(
-            f"refs/heads/{branch}", parent=f"refs/heads/{branch}^0", when=state.tick(), message=message, files=committed
+            f"refs/heads/{branch}",
+            parent=f"refs/heads/{branch}^0",
+            when=state.tick(),
+            message=message,
+            files=committed,
+            deletes=deletes,
         )
         sha = stream.run(self.path)[mark]
         state.save(self.path)

@@ -27,8 +27,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = [
     "DEFAULT_WORKFLOW",
-    "GITHUB_ISSUER",
     "EPOCH",
+    "GITHUB_ISSUER",
     "Identity",
     "Instance",
     "instance",
@@ -41,6 +41,7 @@ EPOCH = 1735689600
 
 _ECDSA = ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
 _FULCIO = "1.3.6.1.4.1.57264.1."
+_DER = serialization.Encoding.DER
 _SCT_LIST = x509.ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
 
 
@@ -164,7 +165,9 @@ class Instance:
                 {
                     "subject": {"organization": "kernlock", "commonName": self.seed},
                     "uri": f"https://fulcio.{self.seed}.invalid",
-                    "certChain": {"certificates": [{"rawBytes": _b64(self.ca.public_bytes(serialization.Encoding.DER))}]},
+                    "certChain": {
+                        "certificates": [{"rawBytes": _b64(self.ca.public_bytes(serialization.Encoding.DER))}]
+                    },
                     "validFor": valid,
                 }
             ],
@@ -189,9 +192,7 @@ class Instance:
             .not_valid_before(_time(when - 60))
             .not_valid_after(_time(when + 540))
             .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(identity.workflow)]), True)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .add_extension(
                 x509.KeyUsage(
@@ -231,7 +232,9 @@ class Instance:
             self.ca_key, hashes.SHA384(), ecdsa_deterministic=True
         )
 
-    def sign(self, artifact: bytes, identity: Identity | None = None, *, when: int = EPOCH, log_index: int = 0) -> bytes:
+    def sign(
+        self, artifact: bytes, identity: Identity | None = None, *, when: int = EPOCH, log_index: int = 0
+    ) -> bytes:
         """A sigstore bundle (v0.3 JSON bytes) signing ``artifact`` as ``identity`` at ``when``."""
         identity = identity or Identity()
         digest = hashlib.sha256(artifact).digest()
@@ -287,9 +290,7 @@ class Instance:
 
 
 @functools.lru_cache(maxsize=256)
-def _leaf_cached(
-    inst: Instance, identity: Identity, when: int
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def _leaf_cached(inst: Instance, identity: Identity, when: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     """The leaf key and certificate: deterministic, so one per instance, identity and time (signing stays cheap)."""
     key = _key(f"{inst.seed}:leaf:{identity.workflow}:{identity.repository}:{identity.issuer}", ec.SECP256R1())
     return key, inst._leaf(identity, key, when)
