@@ -169,7 +169,7 @@ def print_verify(result: VerifyResult) -> bool:
 
 def print_show(rows: list[dict[str, Any]]) -> None:
     """`show`: one line per lock entry, in aligned columns."""
-    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
+    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced", "signer")
     table = [header]
     for row in rows:
         synced = "-" if row["synced"] is None else "yes" if row["synced"] else "no"
@@ -181,6 +181,7 @@ def print_show(rows: list[dict[str, Any]]) -> None:
                 row["commit"][:12],
                 row["variant"] or "-",
                 synced,
+                row.get("signer") or "-",
             )
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

@@ -10,7 +10,7 @@ from kernlock import project as projects
 from kernlock.environment import detect
 from kernlock.errors import KernlockError, LockError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
-from kernlock.lockmodel import Lock
+from kernlock.lockmodel import Lock, Signature
 from kernlock.project import Project, Upgrade
 from kernlock.values import replace, value
 
@@ -112,6 +112,28 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
     return verifying.verify(lock, required, trusted_root=project.signatures.trusted_root_path(project.root))
 
 
+def _signer(signature: Signature | str | None) -> str | None:
+    """Who signed, in a few words: ``owner/repo workflow.yaml@ref``, ``"unsigned"``, or None (not recorded)."""
+    if not isinstance(signature, Signature):
+        return signature
+    workflow = signature.signer.split("/.github/workflows/", 1)[-1]
+    return f"{signature.repository} {workflow}"
+
+
+def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None:
+    """The lock's record, as ``show --json`` gives it."""
+    if not isinstance(signature, Signature):
+        return signature
+    return {
+        "signer": signature.signer,
+        "repository": signature.repository,
+        "issuer": signature.issuer,
+        "log-index": signature.log_index,
+        "integrated-time": signature.integrated_time,
+        "bundle": signature.bundle,
+    }
+
+
 @value
 class ShowResult:
     rows: list[dict[str, Any]]  # one per lock entry
@@ -148,6 +170,8 @@ def show(root: Path | None = None) -> ShowResult:
                 "variant": variant.name if variant else None,
                 "synced": variantcheck.is_synced(kernel, variant) if variant else None,
                 "path": str(cache.variant_path(kernel, variant)) if variant else None,
+                "signer": _signer(variant.signature) if variant else None,
+                "signature": _signature(variant.signature) if variant else None,
             }
         )
     return ShowResult(rows=rows, stale=stale)
