@@ -149,7 +149,6 @@ def print_verify(result: VerifyResult) -> bool:
                 ("missing", "missing"),
                 ("mismatch", "changed"),
                 ("unexpected", "not in kernels.lock"),
-                ("signature", "signature fails"),
             )
             if kind in kinds
         ]

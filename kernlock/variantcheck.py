@@ -67,7 +67,6 @@ class FileState(enum.Enum):
     UNEXPECTED = "unexpected"  # in a variant folder, but not in the lock
     NOT_SYNCED = "not synced"  # nothing of the variant is in the cache
     UNVERIFIED = "unverified"  # the receipt does not vouch for the file, and the caller asked not to hash it
-    SIGNATURE = "signature"  # for ``verify``: the variant's recorded signature does not verify offline
 
 
 @value

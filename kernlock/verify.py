@@ -113,7 +113,7 @@ def verify(
             intact.append((entry, variant))
     failures = reverify(intact, root, trusted_root or default_trusted_root())
     for entry, variant, message in failures:
-        problems.append(_problem(entry, variant, BUNDLE, FileState.SIGNATURE, message))
+        problems.append(_problem(entry, variant, BUNDLE, FileState.MISMATCH, message))  # the signature fails
     return VerifyResult(
         problems=tuple(problems),
         checked=tuple(checked),

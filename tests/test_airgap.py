@@ -74,7 +74,10 @@ def site(hub_server: HubServer, catalog: Catalog, tmp_path_factory: pytest.TempP
     assert out.returncode == 0, out.stderr
     assert "bundled 4 variants" in out.stdout
     hub_server.log.clear()
-    offline = {**env, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    # nothing listens at HF_ENDPOINT; the site has the test sigstore instance's trusted root (a file it keeps, as a
+    # site verifying a private instance's signatures must), so `sync --from` verifies the bundles offline
+    trusted_root = {"KERNLOCK_SIGSTORE_TRUSTED_ROOT": hub_server.env()["KERNLOCK_SIGSTORE_TRUSTED_ROOT"]}
+    offline = {**env, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", **trusted_root}
     lock = lockfile.read(project / "kernels.lock")
     yield Site(hub_server, catalog, project, lock, base / "site.tar", offline, base / "cache")
     assert len(hub_server.log) == 0, "an air-gapped step sent a request to the Hub"

@@ -91,18 +91,13 @@ def test_a_signed_build_is_verified_and_its_signer_recorded(
     assert rows[0]["signature"]["signer"] == DEFAULT_WORKFLOW and rows[0]["signature"]["log-index"] >= 0
 
 
-def test_signing_is_deterministic_and_cheap() -> None:
-    """The fixture Hub signs every build: the same bytes each time, well under a millisecond per signature once
-    the instance exists (the catalog's ~290 builds cost a fraction of a second)."""
-    import time
-
+def test_signing_is_deterministic() -> None:
+    """The fixture Hub signs every build: the same bytes each time (the fixtures stay byte-identical); its cost is
+    in docs/benchmarks.md ("Signatures")."""
     inst = instance()
     assert Instance().sign(b"metadata") == inst.sign(b"metadata")
     assert Instance().trusted_root_json() == inst.trusted_root_json()
-    start = time.perf_counter()
-    for i in range(50):
-        inst.sign(b"metadata %d" % i)
-    assert (time.perf_counter() - start) / 50 < 0.01
+    assert Instance("another-ca").sign(b"metadata") != inst.sign(b"metadata")
 
 
 # -- who signed: workflow, ref, repository, issuer ----------------------------------------------------------------
@@ -427,6 +422,6 @@ def test_lock_stop_the_hub_then_sync_offline_and_verify_reverify_and_a_llama_tra
     untrusted = {**offline, "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(other)}
     checked = run_cli("verify", "--project", str(project), env=untrusted)
     assert checked.returncode == 1 and f"{BUNDLE} (commit" in checked.stderr, checked.stderr
-    assert "signature fails" in checked.stderr and "Traceback" not in checked.stderr
+    assert "does not verify over metadata.json against" in checked.stderr and "Traceback" not in checked.stderr
     result = run_cli("sync", "--offline", "--project", str(project), env=untrusted)
     assert_clean_error(result, "does not verify over metadata.json against", str(other))

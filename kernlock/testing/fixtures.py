@@ -67,9 +67,11 @@ __all__ = [
     "read_identity",
     "read_organizations",
     "set_org_trust",
+    "sign_metadata",
     "standard_variants",
     "variant_backend",
     "without_cpu",
+    "write_trusted_root",
 ]
 
 #: The arch variant that ``kernels`` picks on this machine (torch 2.13 CPU build, x86_64 Linux).
