@@ -143,7 +143,7 @@ class BundleVerifier:
                 f"{what}: {METADATA} is signed by {_who(identity)}, but kernels.lock expects {_expected(signers)}; "
                 f"{fix}"
             )
-        entry = parsed.log_entry._inner
+        entry: Any = getattr(parsed.log_entry, "_inner", parsed.log_entry)  # sigstore 4 keeps the fields there
         return Signature(
             signer=identity["signer"],
             repository=identity["repository"],

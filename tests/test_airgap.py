@@ -83,6 +83,12 @@ def site(hub_server: HubServer, catalog: Catalog, tmp_path_factory: pytest.TempP
     assert len(hub_server.log) == 0, "an air-gapped step sent a request to the Hub"
 
 
+@pytest.fixture(autouse=True)
+def _site_trusted_root(hub_server: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process verifies the site's signatures too (``syncing.verify``): against the test instance's root."""
+    monkeypatch.setenv("KERNLOCK_SIGSTORE_TRUSTED_ROOT", hub_server.env()["KERNLOCK_SIGSTORE_TRUSTED_ROOT"])
+
+
 def _installed(cache: Path) -> list[str]:
     """Every file or link the cache holds below a kernel repo (nothing: nothing was installed)."""
     return sorted(str(p.relative_to(cache)) for p in cache.glob("kernels--*/**/*") if not p.is_dir())
@@ -221,7 +227,7 @@ def test_an_interrupted_sync_from_resumes(hub_server: HubServer, tmp_path: Path)
     project = tmp_path / "project"
     project.mkdir()
     write_pyproject(project, '"big-org/big" = "v1"\n', [CPU_ENV])
-    env = _base_env(tmp_path)
+    env = {**_base_env(tmp_path), "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(root / "sigstore" / "trusted_root.json")}
     with HubServer(root) as hub:
         assert run_cli("lock", "--project", str(project), env={**env, **hub.env()}).returncode == 0
         result = run_cli("bundle", "-o", str(tmp_path / "big.tar"), "--project", str(project), env={**env, **hub.env()})
