@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kernlock import hfenv, interrupt
 from kernlock.cache import cache_dir as cache_dir
-from kernlock.cache import receipts_folder, receipts_kept
+from kernlock.cache import receipt_path, receipts_folder, receipts_kept
 from kernlock.cache import targets as targets
 from kernlock.cache import variant_path as variant_path
 from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
@@ -110,6 +110,10 @@ def sync(
             write_ref(entry, cache)
     if signed(fresh):  # sigstore is imported only when there is a signature to check: a no-op sync has none
         failures = reverify(fresh, cache, trusted_root or default_trusted_root())
+        for entry, variant, _message in failures:  # not vouched for: the next sync checks (and verifies) it again
+            receipt = receipt_path(entry, variant, cache)
+            if receipt is not None:
+                receipt.unlink(missing_ok=True)
         if failures:
             raise SignatureError("; ".join(message for _e, _v, message in failures))
     return SyncReport(

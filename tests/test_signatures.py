@@ -425,3 +425,27 @@ def test_lock_stop_the_hub_then_sync_offline_and_verify_reverify_and_a_llama_tra
     assert "does not verify over metadata.json against" in checked.stderr and "Traceback" not in checked.stderr
     result = run_cli("sync", "--offline", "--project", str(project), env=untrusted)
     assert_clean_error(result, "does not verify over metadata.json against", str(other))
+
+
+def test_a_bundle_carries_the_signatures_and_sync_from_verifies_them_offline(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path, tmp_path: Path
+) -> None:
+    """`kernlock bundle` carries each variant's metadata.json and its sigstore bundle like any locked file; the
+    air-gapped `sync --from` verifies them again, with no network, against the site's trusted root."""
+    import tarfile
+
+    write_pyproject(project, f'"{catalog.activation}" = "v2"\n', environments=[CPU_ENV])
+    _lock(project, hub)
+    out = tmp_path / "site.tar"
+    assert run_cli("bundle", "-o", str(out), "--project", str(project), env=user_env).returncode == 0
+    with tarfile.open(out) as tar:
+        assert any(name.endswith(f"/{BUNDLE}") for name in tar.getnames())
+    site = {**user_env, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path / "site-cache")}
+    wrong = tmp_path / "other_root.json"
+    wrong.write_text(Instance("another-ca").trusted_root_json())
+    untrusted = {**site, "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(wrong)}
+    for _ in range(2):  # the failed variant is not vouched for: a second run verifies it again
+        result = run_cli("sync", "--from", str(out), "--project", str(project), env=untrusted)
+        assert_clean_error(result, "does not verify over metadata.json against", catalog.activation)
+    result = run_cli("sync", "--from", str(out), "--project", str(project), env=site)
+    assert result.returncode == 0, result.stderr
