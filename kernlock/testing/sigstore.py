@@ -286,7 +286,7 @@ class Instance:
                 "signature": _b64(signature),
             },
         }
-        return (json.dumps(bundle, indent=2) + "\n").encode()
+        return json.dumps(bundle, separators=(",", ":")).encode()
 
 
 @functools.lru_cache(maxsize=256)
