@@ -981,7 +981,9 @@ def write_trusted_root(root: str | os.PathLike[str]) -> Path:
     text = sigstore.instance().trusted_root_json()
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(text)
+        partial.replace(path)  # atomic: a reader never sees half a root
     return path
 
 
