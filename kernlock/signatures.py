@@ -57,10 +57,13 @@ def _identity(certificate: Any) -> dict[str, str]:
                 _der_utf8(raw) if dotted != _FULCIO + "1" else raw.decode("utf-8", "replace")
             )
     repository = found.get("12", "")
+    issuer = found.get("8") or found.get("1") or "(none)"
+    if "1" in found and "8" in found and found["1"] != found["8"]:  # kernels requires both: they must agree
+        issuer = f"{found['8']} (legacy issuer extension: {found['1']})"
     return {
         "signer": found.get("9", "(none)"),
         "repository": repository.removeprefix("https://github.com/") or "(none)",
-        "issuer": found.get("8") or found.get("1") or "(none)",
+        "issuer": issuer,
     }
 
 

@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -981,7 +982,7 @@ def write_trusted_root(root: str | os.PathLike[str]) -> Path:
     text = sigstore.instance().trusted_root_json()
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")  # builders run in threads too
         partial.write_text(text)
         partial.replace(path)  # atomic: a reader never sees half a root
     return path
