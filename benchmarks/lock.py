@@ -243,5 +243,100 @@ def outdated_main() -> None:
     print("goal: nothing moved <= 1 request per kernel")
 
 
+# -- signatures: what verifying every bundle at lock time costs (issue #25; run with --signatures) -----------
+
+
+def compile_sigstore() -> None:
+    """Compile the bytecode of sigstore and everything it imports, as `pip install` does (uv and
+    PYTHONDONTWRITEBYTECODE may have left none): otherwise each process compiles ~1,300 modules, about a second."""
+    import importlib.util
+    import py_compile
+
+    before = set(sys.modules)
+    import sigstore.models
+    import sigstore.verify  # noqa: F401
+
+    for name in sorted(set(sys.modules) - before):
+        source = getattr(sys.modules[name], "__file__", None)
+        if source and source.endswith(".py"):
+            try:
+                py_compile.compile(source, cfile=importlib.util.cache_from_source(source), doraise=True)
+            except (OSError, py_compile.PyCompileError):
+                continue
+
+
+def signatures_main() -> None:
+    """A cold `kernlock lock` of the benchmark catalog for 26 environments with signatures verified (the default,
+    ``mode = "verify"``) against the same lock with ``mode = "off"``, at each ``--latencies`` value: requests, bundle
+    requests and wall time (median of ``--repeat`` fresh processes). Then the same 26 environments against kernels
+    whose one noarch build every environment shares: the bundle costs one request per build, not per environment."""
+    parser = argparse.ArgumentParser(description=signatures_main.__doc__)
+    parser.add_argument("--signatures", action="store_true", help="run this benchmark (instead of the lock one)")
+    parser.add_argument("--kernels", type=int, default=20)
+    parser.add_argument("--variants", type=int, default=26)
+    parser.add_argument("--latencies", type=float, nargs="+", default=[0.0, 0.020], help="seconds per request")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    from kernlock.testing import create_kernel_repo
+
+    compile_bytecode()
+    compile_sigstore()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        repos = build_benchmark_catalog(tmp / "hub", args.kernels, 1, args.variants)
+        shared = [f"kernels-bench/shared-{i:02d}" for i in range(args.kernels)]
+        for repo in shared:
+            create_kernel_repo(tmp / "hub", repo, {"v1": ["torch-universal"]}, kind="activation")
+        wide = machines(tmp / "hub", repos[0], "v1")
+        projects = {}
+        for name, kernels, mode in (
+            ("distinct, signatures", repos, "verify"),
+            ("distinct, no signatures", repos, "off"),
+            ("shared, signatures", shared, "verify"),
+            ("shared, no signatures", shared, "off"),
+        ):
+            folder = tmp / name.replace(", ", "-").replace(" ", "-")
+            folder.mkdir()
+            (folder / "pyproject.toml").write_text(
+                "[tool.kernlock]\nenvironments = [" + ", ".join(f'"{e}"' for e in wide) + "]\n\n"
+                "[tool.kernlock.kernels]\n" + "".join(f'"{r}" = "v1"\n' for r in kernels) + "\n"
+                f'[tool.kernlock.signatures]\nmode = "{mode}"\n'
+            )
+            projects[name] = folder
+        results: dict[tuple[float, str], list[tuple[float, int, int]]] = {}
+        kernlock_bin = str(Path(sys.executable).parent / "kernlock")
+        with HubServer(tmp / "hub") as server:
+            base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNEL"))}
+            base.update(server.env())
+            for latency in args.latencies:
+                server.faults.clear()
+                if latency:
+                    server.faults.latency(latency)
+                for i in range(args.repeat):
+                    for name, folder in projects.items():
+                        (folder / "kernels.lock").unlink(missing_ok=True)
+                        cache = tmp / f"c-{latency}-{i}-{folder.name}"
+                        env = {**base, "HF_HOME": str(cache / "home"), "KERNLOCK_CACHE": str(cache / "kl")}
+                        wall, requests = run([kernlock_bin, "lock", "--project", str(folder)], env, server)
+                        bundles = sum(r.path.endswith("/metadata.json.sigstore") for r in server.log.snapshot())
+                        results.setdefault((latency, name), []).append((wall, requests, bundles))
+
+    print(
+        f"cold `kernlock lock`, {args.kernels} kernels x {len(wide)} environments, median of {args.repeat} runs "
+        "(distinct: one build per environment; shared: one noarch build every environment loads)"
+    )
+    print(f"{'latency':>8}  {'project':<26}{'requests':>10}{'bundles':>9}{'wall s':>9}")
+    for (latency, name), runs in results.items():
+        wall = statistics.median(r[0] for r in runs)
+        requests = statistics.median(r[1] for r in runs)
+        bundles = statistics.median(r[2] for r in runs)
+        print(f"{latency * 1000:>6.0f}ms  {name:<26}{requests:>10.0f}{bundles:>9.0f}{wall:>9.2f}")
+
+
 if __name__ == "__main__":
-    outdated_main() if "--outdated" in sys.argv else main()
+    if "--outdated" in sys.argv:
+        outdated_main()
+    elif "--signatures" in sys.argv:
+        signatures_main()
+    else:
+        main()

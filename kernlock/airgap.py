@@ -45,7 +45,8 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
         raise KernlockError(f"-o {out} is {what}; name a new file for the bundle, e.g. `-o kernels-bundle.tar`.")
     lock = read_lock(project)
     envs = sorted(set(environments)) if environments else list(lock.environments)
-    report = syncing.sync(lock, envs, progress=progress)  # no request when the cache already holds them
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    report = syncing.sync(lock, envs, progress=progress, trusted_root=trusted_root)  # no request when cached
     pairs = syncing.targets(lock, envs)
     sources = {
         bundles.member_name(e, v, f): names.under(syncing.variant_path(e, v), *f.path.split("/"))
@@ -90,7 +91,9 @@ def sync_from(
     interrupt.reset()
     from dataclasses import replace
 
-    return replace(syncing.sync(lock, environments, hub=source, progress=progress), source=path)
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    report = syncing.sync(lock, environments, hub=source, progress=progress, trusted_root=trusted_root)
+    return replace(report, source=path)
 
 
 def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None = None) -> MirrorApp:

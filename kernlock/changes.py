@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock.lockmodel import Lock, LockedKernel
+from kernlock.lockmodel import Lock, LockedKernel, Signature
 
 __all__ = ["SHORT", "Change", "LockDiff", "diff"]
 
@@ -161,7 +161,19 @@ def _details(a: LockedKernel, b: LockedKernel) -> list[str]:
             found.append(f"- {env}: {va.name}")
         elif va is not None and vb is not None and va.name != vb.name:
             found.append(f"~ {env}: {va.name} -> {vb.name}")
+    old = {v.name: v.signature for v in a.variants}
+    for variant in b.variants:
+        if variant.name in old and old[variant.name] != variant.signature:
+            before, after = _signer(old[variant.name]), _signer(variant.signature)
+            found.append(f"~ {variant.name}: signature {before} -> {after}")
     return found
+
+
+def _signer(signature: Signature | str | None) -> str:
+    """A variant's signature in a few words (the build signer URI when signed)."""
+    if isinstance(signature, Signature):
+        return f"signed by {signature.signer}"
+    return "not recorded" if signature is None else signature
 
 
 def _via(entry: LockedKernel) -> str:

@@ -83,7 +83,7 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | 
         raise click.UsageError(str(err)) from err
     cli_output.print_added(result)
     if not no_sync:
-        cli_output.print_sync_after_add(api.sync_after_add(result.lock.lock))
+        cli_output.print_sync_after_add(api.sync_after_add(result.lock.lock, root=project_dir))
 
 
 @main.command()

@@ -199,14 +199,14 @@ def print_verify(result: VerifyResult) -> bool:
         return False
     click.echo(
         f"verified {count(len(result.checked), 'variant')}, {count(result.files, 'file')} in {result.cache}: "
-        "all match kernels.lock"
+        "all match kernels.lock" + (f", {count(result.signed, 'signature')} verified offline" if result.signed else "")
     )
     return True
 
 
 def print_show(rows: list[dict[str, Any]]) -> None:
     """`show`: one line per lock entry, in aligned columns."""
-    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced")
+    header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced", "signer")
     table = [header]
     for row in rows:
         synced = "-" if row["synced"] is None else "yes" if row["synced"] else "no"
@@ -218,6 +218,7 @@ def print_show(rows: list[dict[str, Any]]) -> None:
                 row["commit"][:12],
                 row["variant"] or "-",
                 synced,
+                row.get("signer") or "-",
             )
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

@@ -16,6 +16,7 @@ __all__ = [
     "NotSyncedError",
     "ProjectError",
     "ResolutionError",
+    "SignatureError",
     "SpecError",
     "UnknownRevisionError",
     "UnreachableError",
@@ -85,6 +86,11 @@ class ForeignLockError(LockError):
 
 class IntegrityError(KernlockError):
     """A file does not match the hash recorded in the lock."""
+
+
+class SignatureError(IntegrityError):
+    """A build's sigstore signature fails, is signed by someone the policy does not accept, or is missing where the
+    policy requires one; never waived (not by `--trust` either)."""
 
 
 class ActivationError(KernlockError, ImportError):

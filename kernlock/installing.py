@@ -11,7 +11,7 @@ from kernlock import project as projects
 from kernlock.environment import detect
 from kernlock.errors import DamagedLockError, KernlockError, LockError, UnreachableError
 from kernlock.locking import LockResult, lock_project, read_lock, stale_reason, target_environments
-from kernlock.lockmodel import Lock
+from kernlock.lockmodel import Lock, Signature
 from kernlock.project import Project, Upgrade
 from kernlock.sharing import cache_lock, kernlock_folder
 
@@ -83,10 +83,13 @@ def sync(
     interrupt.reset()
     offline = offline or hfenv.offline()
     project = projects.load(projects.locate(root))
+    trusted_root = project.signatures.trusted_root_path(project.root)
     try:
         result = _lock_for_sync(project, locked, frozen, offline, hub)
         environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
-        report = syncing.sync(result.lock, environments, hub=hub, offline=offline, progress=progress)
+        report = syncing.sync(
+            result.lock, environments, hub=hub, offline=offline, progress=progress, trusted_root=trusted_root
+        )
     except UnreachableError as err:  # only sync's own words may point to its offline mode
         raise UnreachableError(
             f"{err} What is already synced still loads: `kernlock sync --offline --frozen` checks it with no network."
@@ -95,14 +98,17 @@ def sync(
     return replace(report, relocked=result.reason if result.written else None)
 
 
-def sync_after_add(lock: Lock, hub: Hub | None = None) -> syncing.SyncReport | None:
-    """Sync this machine with the lock `add` just wrote; None when the lock does not cover this machine."""
+def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None) -> syncing.SyncReport | None:
+    """Sync this machine with the lock `add` just wrote (in the project at ``root``, None: the enclosing one);
+    None when the lock does not cover this machine."""
     from kernlock import sync as syncing
 
+    project = projects.load(projects.locate(root))
+    trusted_root = project.signatures.trusted_root_path(project.root)
     environment = str(detect())
     if environment not in lock.environments:
         return None
-    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline())
+    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline(), trusted_root=trusted_root)
 
 
 def verify(root: Path | None = None, all_environments: bool = False) -> VerifyResult:
@@ -110,7 +116,8 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
     locked variant) must be present. Returns the problems; none (``.ok``) means intact."""
     from kernlock import verify as verifying
 
-    lock = read_lock(projects.load(projects.locate(root)))
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
     if all_environments:
         required = list(lock.environments)
     else:
@@ -118,7 +125,29 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
             required = [env for env in [str(detect())] if env in lock.environments]
         except KernlockError:
             required = []
-    return verifying.verify(lock, required)
+    return verifying.verify(lock, required, trusted_root=project.signatures.trusted_root_path(project.root))
+
+
+def _signer(signature: Signature | str | None) -> str | None:
+    """Who signed, in a few words: ``owner/repo workflow.yaml@ref``, ``"unsigned"``, or None (not recorded)."""
+    if not isinstance(signature, Signature):
+        return signature
+    workflow = signature.signer.split("/.github/workflows/", 1)[-1]
+    return f"{signature.repository} {workflow}"
+
+
+def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None:
+    """The lock's record, as ``show --json`` gives it."""
+    if not isinstance(signature, Signature):
+        return signature
+    return {
+        "signer": signature.signer,
+        "repository": signature.repository,
+        "issuer": signature.issuer,
+        "log-index": signature.log_index,
+        "integrated-time": signature.integrated_time,
+        "bundle": signature.bundle,
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +186,8 @@ def show(root: Path | None = None) -> ShowResult:
                 "variant": variant.name if variant else None,
                 "synced": variantcheck.is_synced(kernel, variant) if variant else None,
                 "path": str(cache.variant_path(kernel, variant)) if variant else None,
+                "signer": _signer(variant.signature) if variant else None,
+                "signature": _signature(variant.signature) if variant else None,
             }
         )
     return ShowResult(rows=rows, stale=stale)

@@ -17,16 +17,20 @@ else:  # pragma: no cover
 from kernlock import foreign
 from kernlock.atomic import write_text_atomic
 from kernlock.errors import DamagedLockError, ForeignLockError, LockError
-from kernlock.lockdoc import HEADER, LOCK_VERSION, content_hash, dumps, entry_table, facts_document, normalized
+from kernlock.lockdoc import HEADER, content_hash, dumps, entry_table, facts_document, normalized
 from kernlock.lockmodel import (
     DIGEST,
     LOADER_RULE,
+    LOCK_VERSION,
+    READ_VERSIONS,
+    UNSIGNED,
     VARIANT_RULE,
     EnvironmentFacts,
     Lock,
     LockedFile,
     LockedKernel,
     LockedVariant,
+    Signature,
 )
 from kernlock.wording import noun
 
@@ -142,6 +146,7 @@ class _Validator:
 
     def __init__(self, text: str, where: str) -> None:
         self.where = where
+        self.version: object = LOCK_VERSION
         self.kernel_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"]
 
     def fail(self, message: str, entry: int | None = None) -> DamagedLockError:
@@ -154,7 +159,8 @@ class _Validator:
         version = data.get("lock-version")
         if not isinstance(version, str):
             raise self.fail("`lock-version` is missing or not a string")
-        if version != LOCK_VERSION and not (legacy and version in LEGACY_VERSIONS):
+        self.version = version
+        if version not in READ_VERSIONS and not (legacy and version in LEGACY_VERSIONS):
             if version in LEGACY_VERSIONS:
                 raise LockError(
                     f"{self.where} has lock-version {version!r}, written by an older kernlock; run `kernlock lock` "
@@ -181,12 +187,13 @@ class _Validator:
         if data.get("created-by") != "kernlock":
             raise self.fail('`created-by` is not "kernlock"')
         recorded = data.get("content-hash")
-        if version == LOCK_VERSION and (not isinstance(recorded, str) or not re.fullmatch(DIGEST, recorded)):
+        current = version in READ_VERSIONS
+        if current and (not isinstance(recorded, str) or not re.fullmatch(DIGEST, recorded)):
             raise self.fail("`content-hash` is missing or not a sha256 digest")
         requires_hash = data.get("requires-hash")
         if not isinstance(requires_hash, str) or not re.fullmatch(DIGEST, requires_hash):
             raise self.fail("`requires-hash` is missing or not a sha256 digest")
-        rule = data.get("variant-rule", VARIANT_RULE if version != LOCK_VERSION else None)
+        rule = data.get("variant-rule", VARIANT_RULE if not current else None)
         if not isinstance(rule, str) or not re.fullmatch(LOADER_RULE, rule):
             raise self.fail('`variant-rule` is missing or not a loader generation like "kernels-0.17"')
         environments = self._strings(data.get("environments"), "environments", allow_empty=True)
@@ -197,11 +204,16 @@ class _Validator:
         facts = self.facts(data.get("environment-facts", []))
         try:
             lock = Lock(
-                requires_hash=requires_hash, environments=environments, kernels=parsed, variant_rule=rule, facts=facts
+                requires_hash=requires_hash,
+                environments=environments,
+                kernels=parsed,
+                variant_rule=rule,
+                facts=facts,
+                version=version if current else LOCK_VERSION,
             )
         except ValueError as err:
             raise self.fail(str(err)) from None
-        return lock, recorded if version == LOCK_VERSION else None
+        return lock, recorded if current else None
 
     def facts(self, value: Any) -> tuple[EnvironmentFacts, ...]:
         """``environment-facts``: a list of ``{name, <facts>}`` tables (checked in full by the Lock)."""
@@ -251,7 +263,7 @@ class _Validator:
     def variant(self, data: Any, index: int) -> LockedVariant:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             raise self.fail("a [[kernel.variant]] has no `name`", index)
-        unknown = set(data) - {"name", "environments", "files"}
+        unknown = set(data) - {"name", "environments", "files", *(("signature",) if self.version != "2" else ())}
         if unknown:
             keys = f"{noun(len(unknown), 'key')} {', '.join(sorted(unknown))}"
             raise self.fail(f"variant {data['name']!r} has unknown {keys}", index)
@@ -267,10 +279,28 @@ class _Validator:
             except ValueError as err:
                 raise self.fail(f"variant {data['name']!r}: {err}", index) from None
         environments = self._strings(data.get("environments"), "environments", index)
+        signature = self.signature(data, index)
         try:
-            return LockedVariant(name=data["name"], environments=environments, files=tuple(parsed))
+            return LockedVariant(name=data["name"], environments=environments, signature=signature, files=tuple(parsed))
         except ValueError as err:
             raise self.fail(str(err), index) from None
+
+    def signature(self, data: dict[str, Any], index: int) -> Signature | str | None:
+        """A variant's ``signature``: ``"unsigned"`` or ``{signer, repository, issuer, log-index,
+        integrated-time, bundle}``; None when absent."""
+        value = data.get("signature")
+        if value is None or value == UNSIGNED:
+            return value
+        keys = {"signer", "repository", "issuer", "log-index", "integrated-time", "bundle"}
+        if not isinstance(value, dict) or set(value) != keys:
+            raise self.fail(
+                f'variant {data["name"]!r}: `signature` must be "unsigned" or a table of {", ".join(sorted(keys))}',
+                index,
+            )
+        try:
+            return Signature(**{key.replace("-", "_"): item for key, item in value.items()})
+        except (ValueError, TypeError) as err:
+            raise self.fail(f"variant {data['name']!r}: {err}", index) from None
 
     def _strings(self, value: Any, key: str, index: int | None = None, allow_empty: bool = False) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -12,7 +12,7 @@ from kernlock import project as projects
 from kernlock.atomic import write_text_atomic
 from kernlock.environment import Environment, detect
 from kernlock.errors import DamagedLockError, DuplicateSpecError, ForeignLockError, LockError, ProjectError
-from kernlock.lockmodel import Lock
+from kernlock.lockmodel import LOCK_VERSION, Lock
 from kernlock.project import Pin, Project, Requirement, Spec, Upgrade
 from kernlock.variants import RULE
 
@@ -159,6 +159,11 @@ def lock_project(
                 raise
             hub = hub_client(hub)
             previous, salvaged, reason = _previous_pins(project, hub, repair)
+    if reason is None and previous is not None and previous.version != LOCK_VERSION and not check:
+        reason = (
+            f"kernels.lock is lock-version {previous.version}; it is rewritten as lock-version {LOCK_VERSION}, which "
+            "records who signed each build (pins kept)"
+        )
     if check:
         if reason is not None:
             raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock` and commit the result.")

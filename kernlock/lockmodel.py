@@ -20,15 +20,22 @@ from kernlock.variants import RULE
 __all__ = [
     "DIGEST",
     "LOADER_RULE",
+    "LOCK_VERSION",
+    "READ_VERSIONS",
+    "UNSIGNED",
     "VARIANT_RULE",
     "EnvironmentFacts",
     "Lock",
     "LockedFile",
     "LockedKernel",
     "LockedVariant",
+    "Signature",
     "environment_facts",
 ]
 
+#: The lock-version this kernlock writes; "2" (no signatures) is still read, and rewritten by the next write.
+LOCK_VERSION = "3"
+READ_VERSIONS = ("2", LOCK_VERSION)
 #: A ``sha256:`` digest as the lock writes it (``requires-hash``, ``content-hash``).
 DIGEST = r"sha256:[0-9a-f]{64}"
 #: A loader generation as ``variant-rule`` names it (``kernels-0.17``).
@@ -110,12 +117,43 @@ class LockedFile:
         return self.hash.split(":", 1)[1]
 
 
+#: A variant's ``signature`` when its build carries no ``metadata.json.sigstore``.
+UNSIGNED = "unsigned"
+_SIGNED_TEXT = re.compile(r"[\x21-\x7e]{1,500}")  # printable ASCII, no space: URIs, repo ids
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signature:
+    """Who signed a build, as its sigstore bundle proved at lock time: the build signer URI (the workflow file and
+    ref), the source repository (``owner/name``), the OIDC issuer, the transparency log entry, and ``sha256:`` of
+    the bundle's bytes (so a bundle swapped later is noticed without verifying it again)."""
+
+    signer: str
+    repository: str
+    issuer: str
+    log_index: int
+    integrated_time: int
+    bundle: str
+
+    def __post_init__(self) -> None:
+        for key in ("signer", "repository", "issuer"):
+            text = getattr(self, key)
+            _check(isinstance(text, str) and _SIGNED_TEXT.fullmatch(text) is not None, f"bad signature {key}")
+        for key in ("log_index", "integrated_time"):
+            number = getattr(self, key)
+            _check(type(number) is int and 0 <= number < 2**63, f"bad signature {key.replace('_', '-')}")
+        _check(isinstance(self.bundle, str) and _matches(DIGEST, self.bundle), "bad signature bundle hash")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockedVariant:
-    """A build variant folder (``build/<name>``) and the environments that load it."""
+    """A build variant folder (``build/<name>``) and the environments that load it; ``signature``: who signed it
+    (a :class:`Signature`), ``"unsigned"``, or None where signatures were not checked (``mode = "off"``, a
+    lock-version 2 lock)."""
 
     name: str
     environments: tuple[str, ...]
+    signature: Signature | str | None = None
     files: tuple[LockedFile, ...]
 
     def __post_init__(self) -> None:
@@ -128,6 +166,10 @@ class LockedVariant:
             bool(self.files) and all(isinstance(f, LockedFile) for f in self.files), f"variant {self.name} has no files"
         )
         _check_file_set(self.name, self.files)
+        _check(
+            self.signature is None or self.signature == UNSIGNED or isinstance(self.signature, Signature),
+            f'variant {self.name}: `signature` must be a table or "unsigned"',
+        )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -233,8 +275,11 @@ class Lock:
     kernels: tuple[LockedKernel, ...]
     variant_rule: str = VARIANT_RULE
     facts: tuple[EnvironmentFacts, ...] = ()
+    #: The lock-version it was read as ("2": written before signatures were recorded); a new lock is the current.
+    version: str = LOCK_VERSION
 
     def __post_init__(self) -> None:
+        _check(self.version in READ_VERSIONS, f"bad lock-version {self.version!r}")
         _check(isinstance(self.requires_hash, str) and _matches(DIGEST, self.requires_hash), "bad requires-hash")
         _check(isinstance(self.variant_rule, str) and _matches(LOADER_RULE, self.variant_rule), "bad variant-rule")
         if self.environments or self.kernels:

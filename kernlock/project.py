@@ -19,11 +19,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock import facts, foreign, names
+from kernlock import facts, foreign, names, sigpolicy
 from kernlock.conditions import Condition
 from kernlock.environment import Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
 from kernlock.lockfile import LOCK_NAME
+from kernlock.sigpolicy import SignaturePolicy
 from kernlock.wording import noun
 
 __all__ = [
@@ -129,6 +130,8 @@ class Project:
     #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
     #: the project until `kernlock import` moves them (:func:`kernlock.foreign.check_project`).
     foreign_dependencies: dict[str, str] = field(default_factory=dict)
+    #: ``[tool.kernlock.signatures]`` (the defaults when the table is absent).
+    signatures: SignaturePolicy = field(default_factory=SignaturePolicy)
 
     @property
     def pyproject(self) -> Path:
@@ -144,6 +147,8 @@ class Project:
             "environments": [e.declared() for e in sorted(self.environments)] if self.environments else None,
             "kernels": {repo: self.requirements[repo].as_data() for repo in sorted(self.requirements)},
         }
+        if self.signatures.declared:  # only a declared table counts: adding kernlock's defaults moves no hash
+            data["signatures"] = self.signatures.as_data()
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
@@ -184,12 +189,13 @@ def load(root: Path | str) -> Project:
     table = _kernlock_table(doc, pyproject)
     if table is None:
         return Project(root=root, foreign_dependencies=foreign_dependencies)
-    unknown = set(table) - {"environments", "kernels"}
+    unknown = set(table) - {"environments", "kernels", "signatures"}
     if unknown:
         raise ProjectError(
             f"{pyproject}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in "
-            "[tool.kernlock]; allowed: environments, kernels."
+            "[tool.kernlock]; allowed: environments, kernels, signatures."
         )
+    signatures = sigpolicy.parse(table.get("signatures"), pyproject)
     environments = _parse_environments(table.get("environments"), pyproject)
     kernels = table.get("kernels", {})
     if not isinstance(kernels, dict):
@@ -205,7 +211,11 @@ def load(root: Path | str) -> Project:
             )
         requirements[repo] = _parse_requirement(repo, rev, pyproject)
     return Project(
-        root=root, requirements=requirements, environments=environments, foreign_dependencies=foreign_dependencies
+        root=root,
+        requirements=requirements,
+        environments=environments,
+        foreign_dependencies=foreign_dependencies,
+        signatures=signatures,
     )
 
 

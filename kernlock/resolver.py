@@ -98,7 +98,9 @@ def resolve(
         kernels=tuple(kernels),
         facts=environment_facts(environments),
     )
-    return normalized(lock)
+    from kernlock.locksign import record_signatures
+
+    return record_signatures(normalized(lock), project, hub)
 
 
 def locked_variants(

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from kernlock import hfenv, interrupt
 from kernlock.cache import cache_dir as cache_dir
-from kernlock.cache import receipts_folder, receipts_kept
+from kernlock.cache import receipt_path, receipts_folder, receipts_kept
 from kernlock.cache import targets as targets
 from kernlock.cache import variant_path as variant_path
-from kernlock.errors import IntegrityError, NotSyncedError
+from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
 from kernlock.fetch import (
     FILE_WORKERS,
     FileSource,
@@ -32,6 +32,7 @@ from kernlock.fetch import (
 from kernlock.fetch import VariantResult as VariantResult
 from kernlock.fetch import ensure_variant as ensure_variant
 from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
+from kernlock.sigcheck import default_trusted_root, reverify, signed
 from kernlock.variantcheck import FileState, describe, describe_extras, inspect_variant, refresh
 from kernlock.variantcheck import check_variant as check_variant
 from kernlock.variantcheck import is_synced as is_synced
@@ -93,11 +94,14 @@ def sync(
     offline: bool = False,
     cache: Path | None = None,
     progress: bool = True,
+    trusted_root: Path | None = None,
 ) -> SyncReport:
     """Make the cache hold exactly the locked, verified files of every variant ``environments`` load.
 
     Files whose receipt still holds cost a ``stat`` and no request. ``offline``: only check, and raise one
-    error naming every missing or corrupt file.
+    error naming every missing or corrupt file. The signatures kernels.lock records are verified again, offline,
+    for every variant this sync installed or repaired (``offline``: every variant), against ``trusted_root``
+    (None: ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT``, else sigstore's public-good root); SignatureError if one fails.
     """
     cache = cache or cache_dir()
     unknown = sorted(set(environments) - set(lock.environments))
@@ -109,11 +113,19 @@ def sync(
     pairs = targets(lock, environments)
     offline = offline or (hfenv.offline() and getattr(hub, "remote", True))  # a bundle is no network
     if offline:
-        results = _check_offline(pairs, cache)
+        results, fresh = _check_offline(pairs, cache), pairs
     else:
-        results = _sync_online(pairs, client(hub), cache, progress)
+        results, fresh = _sync_online(pairs, client(hub), cache, progress)
         for entry, _variant in pairs:
             write_ref(entry, cache)
+    if signed(fresh):  # sigstore is imported only when there is a signature to check: a no-op sync has none
+        failures = reverify(fresh, cache, trusted_root or default_trusted_root())
+        for entry, variant, _message in failures:  # not vouched for: the next sync checks (and verifies) it again
+            receipt = receipt_path(entry, variant, cache)
+            if receipt is not None:
+                receipt.unlink(missing_ok=True)
+        if failures:
+            raise SignatureError("; ".join(message for _e, _v, message in failures))
     return SyncReport(
         cache=cache,
         environments=tuple(environments),
@@ -133,7 +145,8 @@ def _present(entry: LockedKernel, variant: LockedVariant, root: Path) -> Variant
 
 def _sync_online(
     pairs: list[tuple[LockedKernel, LockedVariant]], hub: Callable[[], FileSource], cache: Path, progress: bool
-) -> list[VariantResult]:
+) -> tuple[list[VariantResult], list[tuple[LockedKernel, LockedVariant]]]:
+    """The result of every pair, and the pairs that were not already intact (fetched or repaired now)."""
     try:
         # The no-op path first: stat calls only, no lock file, no request, and no thread pool (concurrent.futures
         # imports logging: ~15 ms that a sync with nothing to fetch would pay for nothing).
@@ -151,7 +164,7 @@ def _sync_online(
                 results.update(gather(futures))
     except OSError as err:
         raise cache_error(cache, err) from err
-    return [results[i] for i in range(len(pairs))]
+    return [results[i] for i in range(len(pairs))], [pairs[i] for i in todo]
 
 
 def _check_offline(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> list[VariantResult]:

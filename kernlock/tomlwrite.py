@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["InlineRows", "InlineTables", "dumps", "inline_table", "key", "string", "value"]
+__all__ = ["InlineRows", "InlineTable", "InlineTables", "dumps", "inline_table", "key", "string", "value"]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
@@ -28,6 +28,10 @@ _COMPACT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"'
 
 class InlineTables(list[Any]):
     """A list of tables written as one multiline array of inline tables instead of an array of tables."""
+
+
+class InlineTable(dict[str, Any]):
+    """A table written inline, ``key = {a = 1, b = "x"}``, among its parent's plain values."""
 
 
 class InlineRows(list[str]):
@@ -101,7 +105,7 @@ def inline_table(pairs: Iterable[tuple[str, Any]]) -> str:
 
 
 def _is_table(item: Any) -> bool:
-    return isinstance(item, dict)
+    return isinstance(item, dict) and type(item) is not InlineTable
 
 
 def _is_table_array(item: Any) -> bool:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kernlock.cache import cache_dir, targets
 from kernlock.lockmodel import Lock, LockedKernel, LockedVariant
+from kernlock.sigcheck import default_trusted_root, reverify, signed
 from kernlock.variantcheck import FileState, Inspection, inspect_variant, refresh
 
 __all__ = ["Problem", "VerifyResult", "verify"]
@@ -17,6 +18,7 @@ _WORKERS = 8  # variants hashed in parallel (hashlib releases the GIL)
 #: costs ~15-20 ms, while sha256 hashes ~1 GB/s per core, so 64 MiB is ~60 ms on one core and a pool could save at
 #: most ~30 ms of it on a 2-core machine (more with more cores, where the bytes to hash are what grows).
 PARALLEL_BYTES = 64 << 20
+BUNDLE = "metadata.json.sigstore"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +48,7 @@ class VerifyResult:
     checked: tuple[str, ...]  # "repo variant" of every variant that was re-hashed
     files: int
     cache: Path
+    signed: int = 0  # variants whose recorded signature was verified again (offline)
 
     @property
     def ok(self) -> bool:
@@ -56,18 +59,23 @@ class VerifyResult:
         raise TypeError("a VerifyResult has no truth value: ask for .ok or .problems")
 
 
-def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None = None) -> VerifyResult:
+def verify(
+    lock: Lock, environments: list[str] | None = None, cache: Path | None = None, trusted_root: Path | None = None
+) -> VerifyResult:
     """Re-hash every locked variant present in the cache and list its folder; the variants ``environments`` load
     must be present.
 
     Returns the problems (none: all intact: every locked file matches, and no variant folder holds a file the
     lock does not name) and refreshes the receipts (where they no longer say what was found) and the
     ``__pycache__`` markers of intact variants. Variants are hashed in threads only above :data:`PARALLEL_BYTES`.
+    Every intact variant with a recorded signature is verified again, offline, against ``trusted_root`` (None:
+    ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT``, else sigstore's public-good root) and its signed digest.
     """
     root = cache or cache_dir()
     required = {(e.repo, e.commit, v.name) for e, v in targets(lock, environments or [])}
     problems: list[Problem] = []
     checked: list[str] = []
+    intact: list[tuple[LockedKernel, LockedVariant]] = []
     files = 0
 
     def inspect(pair: tuple[LockedKernel, LockedVariant]) -> Inspection:
@@ -102,7 +110,17 @@ def verify(lock: Lock, environments: list[str] | None = None, cache: Path | None
                 problems.append(_problem(entry, variant, f"{extra.path}/", FileState.UNEXPECTED, detail))
         if inspection.ok:
             refresh(entry, variant, inspection, root)
-    return VerifyResult(problems=tuple(problems), checked=tuple(checked), files=files, cache=root)
+            intact.append((entry, variant))
+    failures = reverify(intact, root, trusted_root or default_trusted_root())
+    for entry, variant, message in failures:
+        problems.append(_problem(entry, variant, BUNDLE, FileState.MISMATCH, message))  # the signature fails
+    return VerifyResult(
+        problems=tuple(problems),
+        checked=tuple(checked),
+        files=files,
+        cache=root,
+        signed=len(signed(intact)) - len(failures),
+    )
 
 
 def _problem(entry: LockedKernel, variant: LockedVariant, path: str | None, kind: FileState, detail: str) -> Problem:

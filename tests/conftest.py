@@ -6,9 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import SCRUBBED, clean_env
+from helpers import SCRUBBED, clean_env, test_trusted_root
 
 from kernlock.testing import Catalog, HubServer, build_catalog
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _trusted_root() -> Iterator[None]:
+    """This process trusts the test sigstore instance too (in-process locks and syncs), as clean_env's do."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERNLOCK_SIGSTORE_TRUSTED_ROOT", test_trusted_root())
+        yield
 
 
 @pytest.fixture(scope="session")

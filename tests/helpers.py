@@ -185,10 +185,27 @@ def random_system(rng: random.Random) -> dict:
 # -- child processes that load kernels as a user's program would ------------------------------------------------
 
 
+def test_trusted_root() -> str:
+    """The trusted root of kernlock.testing's sigstore instance, which signs every fixture build (the same seed for
+    every test Hub, so one file serves them all): the test machines trust it, as a CI that verifies a private
+    instance's signatures names its root in ``KERNLOCK_SIGSTORE_TRUSTED_ROOT``."""
+    import tempfile
+
+    from kernlock.testing.fixtures import write_trusted_root
+
+    folder = Path(tempfile.gettempdir()) / f"kernlock-tests-{geteuid()}"
+    return str(write_trusted_root(folder))
+
+
+test_trusted_root.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without the variables a test must set itself (SCRUBBED, and every ``HF_``,
-    ``KERNELS_`` and ``KERNLOCK_`` variable), plus ``extra``."""
+    ``KERNELS_`` and ``KERNLOCK_`` variable), plus ``KERNLOCK_SIGSTORE_TRUSTED_ROOT`` (:func:`test_trusted_root`)
+    and ``extra``."""
     env = {k: v for k, v in environ.items() if k not in SCRUBBED and not k.startswith(("HF_", "KERNELS_", "KERNLOCK_"))}
+    env["KERNLOCK_SIGSTORE_TRUSTED_ROOT"] = test_trusted_root()
     env.update(extra)
     return env
 

@@ -75,10 +75,19 @@ def site(hub_server: HubServer, catalog: Catalog, tmp_path_factory: pytest.TempP
     assert out.returncode == 0, out.stderr
     assert "bundled 4 variants" in out.stdout
     hub_server.log.clear()
-    offline = {**env, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    # nothing listens at HF_ENDPOINT; the site has the test sigstore instance's trusted root (a file it keeps, as a
+    # site verifying a private instance's signatures must), so `sync --from` verifies the bundles offline
+    trusted_root = {"KERNLOCK_SIGSTORE_TRUSTED_ROOT": hub_server.env()["KERNLOCK_SIGSTORE_TRUSTED_ROOT"]}
+    offline = {**env, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", **trusted_root}
     lock = lockfile.read(project / "kernels.lock")
     yield Site(hub_server, catalog, project, lock, base / "site.tar", offline, base / "cache")
     assert len(hub_server.log) == 0, "an air-gapped step sent a request to the Hub"
+
+
+@pytest.fixture(autouse=True)
+def _site_trusted_root(hub_server: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process verifies the site's signatures too (``syncing.verify``): against the test instance's root."""
+    monkeypatch.setenv("KERNLOCK_SIGSTORE_TRUSTED_ROOT", hub_server.env()["KERNLOCK_SIGSTORE_TRUSTED_ROOT"])
 
 
 def _installed(cache: Path) -> list[str]:
@@ -219,7 +228,7 @@ def test_an_interrupted_sync_from_resumes(hub_server: HubServer, tmp_path: Path)
     project = tmp_path / "project"
     project.mkdir()
     write_pyproject(project, '"big-org/big" = "v1"\n', [CPU_ENV])
-    env = _base_env(tmp_path)
+    env = {**_base_env(tmp_path), "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(root / "sigstore" / "trusted_root.json")}
     with HubServer(root) as hub:
         assert run_cli("lock", "--project", str(project), env={**env, **hub.env()}).returncode == 0
         result = run_cli("bundle", "-o", str(tmp_path / "big.tar"), "--project", str(project), env={**env, **hub.env()})

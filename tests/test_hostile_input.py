@@ -202,7 +202,7 @@ def test_hand_edit_merge_and_reformat_are_named(synced: Path, user_env: dict[str
 def test_older_lock_version_is_rewritten_with_its_pins(synced: Path, user_env: dict[str, str], hub: HubServer):
     path = synced / "kernels.lock"
     original = path.read_text()
-    legacy = re.sub(r'content-hash = "[^"]*"\n', "", original).replace('lock-version = "2"', 'lock-version = "1"')
+    legacy = re.sub(r'content-hash = "[^"]*"\n', "", original).replace('lock-version = "3"', 'lock-version = "1"')
     path.write_text(legacy)
     assert_clean_error(cli("sync", "--locked", "--project", str(synced)), "lock-version '1'", "kernlock lock")
     hub.log.clear()

@@ -284,8 +284,11 @@ def test_an_answer_cache_others_could_write_is_not_trusted(
     hub: HubServer, user_env: dict[str, str], project: Path, unsafe: str
 ):
     """A forged build tree that passes every check (another file hash) steers the lock when it sits in the user's
-    own cache, which only the user can write; in a cache folder others can write it is never read."""
+    own cache, which only the user can write; in a cache folder others can write it is never read. (Signatures
+    are off here: with them, the signed digest refuses this forgery at lock time, tests/test_signatures.py.)"""
     write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])
+    with (project / "pyproject.toml").open("a") as handle:
+        handle.write('\n[tool.kernlock.signatures]\nmode = "off"\n')
     assert _lock(project, user_env).returncode == 0
     good = (project / "kernels.lock").read_text()
     (entry,) = lockfile.read(project / "kernels.lock").kernels

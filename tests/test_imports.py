@@ -83,12 +83,18 @@ def test_local_commands_import_no_network_loader_or_torch(
     """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
     with the Hub unreachable, and its output is what it always was. It writes no pyproject.toml either, so it
     reads it without tomlkit (the standard library's parser). Installed versions (`env`, the facts of this
-    machine) are read through importlib.metadata by `env` alone: the others never import it."""
+    machine) are read through importlib.metadata by `env` alone: the others never import it. Only `verify` imports
+    sigstore (it verifies every recorded signature again, offline; sigstore itself imports importlib.metadata)."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
     assert _heavy(modules) == []
     assert "tomlkit" not in modules
+    if args == ["verify"]:
+        assert "sigstore" in modules and "2 signatures verified offline" not in done.stdout
+        assert "1 signature verified offline" in done.stdout
+        return
+    assert "sigstore" not in modules and "kernlock.signatures" not in modules
     if args[0] != "env":
         assert sorted(m for m in METADATA if m in modules) == []
 
@@ -121,17 +127,39 @@ def test_commands_import_only_the_cache_modules_they_use(
     assert {m for m in modules if m.startswith("kernlock.")} & set(CACHE_MODULES) == needs
 
 
-@pytest.mark.parametrize("args", [["sync"], ["sync", "--frozen"], ["sync", "--locked"], ["verify"]])
+@pytest.mark.parametrize("args", [["sync"], ["sync", "--frozen"], ["sync", "--locked"]])
 def test_commands_with_nothing_to_fetch_start_no_thread_pool(
     args: list[str], synced: dict[str, str], project: Path, tmp_path: Path
 ):
-    """A no-op `sync` checks every variant before it would build a thread pool, and `verify` of a few small
-    variants hashes them in this thread and finds its receipts still true: none imports concurrent.futures (and
-    its logging), nor tempfile (no file is written)."""
+    """A no-op `sync` checks every variant before it would build a thread pool: none imports concurrent.futures
+    (and its logging), nor tempfile (no file is written), nor sigstore (nothing was installed, so there is no
+    signature to verify again). (`verify` imports sigstore, which imports logging and tempfile itself.)"""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert "kernlock.variantcheck" in modules  # it did check the cache
     assert sorted(m for m in FAN_OUT_AND_WRITE if m in modules) == []
+    assert "sigstore" not in modules
+
+
+def test_activation_and_lock_check_import_no_sigstore(synced: dict[str, str], project: Path, tmp_path: Path):
+    """Run-time loads need no signature (the lock's hashes bind the bytes): `import kernlock.activate` and a
+    kernel load through it, and `lock --check`, import neither sigstore nor kernlock's verifier."""
+    done, modules = run_cli_imports("lock", "--check", env=synced, cwd=project, out=tmp_path / "check.txt")
+    assert done.returncode == 0, done.stderr
+    assert not {"sigstore", "kernlock.signatures", "kernlock.locksign"} & modules
+    out = tmp_path / "activate.txt"
+    code = (
+        "import sys, kernlock.activate, kernels\n"
+        "kernels.get_kernel('kernels-community/activation', version=1)\n"
+        f"open({str(out)!r}, 'w').write('\\n'.join(sys.modules))\n"
+    )
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", code], env=synced, cwd=project, capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr[-3000:]
+    loaded = set(out.read_text().split("\n"))
+    assert "kernlock.activate" in loaded and not {"sigstore", "kernlock.signatures", "kernlock.sigcheck"} & loaded
 
 
 def test_a_sync_with_something_to_fetch_fans_out(user_env: dict[str, str], project: Path, tmp_path: Path):

@@ -77,7 +77,8 @@ def test_file_hashes_come_from_the_tree_and_no_build_file_is_downloaded(
     assert so and all(f.hash.startswith("sha256:") and f.size == 4096 for f in so)
     assert files["__init__.py"].hash.startswith("git-sha1:")
     downloads = [r.path for r in hub.log.snapshot() if "/resolve/" in r.path]
-    assert downloads and all(path.endswith("/metadata.json") for path in downloads)
+    # only each variant's metadata.json and the sigstore bundle that signs it (verified at lock time)
+    assert downloads and all(path.endswith(("/metadata.json", "/metadata.json.sigstore")) for path in downloads)
 
 
 def test_add_without_revision_records_newest_version_with_builds_everywhere(
@@ -417,7 +418,8 @@ def test_add_on_a_machine_outside_the_environments_locks_and_skips_sync(
     assert result.exit_code == 0, result.output
     assert "not synced: this machine is not one of the lock's environments" in result.output
     assert read(project).environments == (CU129_212,)
-    assert not any("/resolve/" in r.path and not r.path.endswith("metadata.json") for r in hub.log.snapshot())
+    signed = ("metadata.json", "metadata.json.sigstore")
+    assert not any("/resolve/" in r.path and not r.path.endswith(signed) for r in hub.log.snapshot())
 
 
 def test_a_direct_requirement_that_is_also_a_dependency_stays_direct(

@@ -2,7 +2,9 @@
 
 A cold lock of K kernels costs 1 trust check per publisher, then per kernel 1 refs listing, 1 listing of
 ``build/`` at the resolved commit and 1 GET per distinct ``metadata.json`` blob among the variants it chose:
-environments whose builds share a ``metadata.json`` (the tree listing names each file's blob id) cost one read.
+environments whose builds share a ``metadata.json`` (the tree listing names each file's blob id) cost one read;
+and 1 GET per distinct ``metadata.json.sigstore`` blob of a signed variant (verified at lock time), once per build
+however many environments load it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def test_each_distinct_metadata_blob_is_fetched_once(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
     """Four environments, four variants, one metadata.json blob: one read instead of four. The whole request
-    log is the documented formula: 1 trust check + per kernel (refs + build tree + distinct blobs)."""
+    log is the documented formula: 1 trust check + per kernel (refs + build tree + distinct blobs); the shared
+    metadata.json was uploaded by hand (its builds are unsigned), the distinct builds each have their bundle."""
     shared, distinct = _repo(catalog, True), _repo(catalog, False)
     write_pyproject(project, f'"{shared}" = "v1"\n"{distinct}" = "v1"\n', environments=ENVIRONMENTS)
     hub.log.clear()
@@ -52,4 +55,5 @@ def test_each_distinct_metadata_blob_is_fetched_once(
     gets = _metadata_gets(hub)
     assert sum(shared in path for path in gets) == 1
     assert sum(distinct in path for path in gets) == 4
-    assert len(hub.log) == 1 + 2 * 2 + 1 + 4, [f"{r.method} {r.path}" for r in hub.log.snapshot()]
+    assert sum(r.path.endswith("/metadata.json.sigstore") for r in hub.log.snapshot()) == 4
+    assert len(hub.log) == 1 + 2 * 2 + 1 + 4 + 4, [f"{r.method} {r.path}" for r in hub.log.snapshot()]

@@ -159,7 +159,8 @@ def test_show_before_sync_and_table(user_env: dict[str, str], hub: HubServer, pr
     assert table.returncode == 0, table.stderr
     header, line = table.stdout.splitlines()
     assert header.split()[:4] == ["kernel", "requested", "ref", "commit"]
-    assert line.split() == [ACTIVATION, "v1", "v1", lock.kernels[0].commit[:12], CPU_ENV, "no"]
+    signer = ["huggingface/kernels-community", "build.yaml@refs/heads/main"]
+    assert line.split() == [ACTIVATION, "v1", "v1", lock.kernels[0].commit[:12], CPU_ENV, "no", *signer]
 
 
 def test_all_environments_fills_a_shared_cache(user_env: dict[str, str], hub: HubServer, project: Path):

@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -68,9 +69,11 @@ __all__ = [
     "read_identity",
     "read_organizations",
     "set_org_trust",
+    "sign_metadata",
     "standard_variants",
     "variant_backend",
     "without_cpu",
+    "write_trusted_root",
 ]
 
 #: The arch variant that ``kernels`` picks on this machine (torch 2.13 CPU build, x86_64 Linux).
@@ -910,6 +913,10 @@ class _RepoState:
     builds: dict[str, dict[str, str]] = field(default_factory=dict)  # branch -> variant -> build_id
     uploads: int = 0
     clock: int = 0
+    #: Who signs the builds (``Identity`` fields: workflow, repository, issuer); None: the kernels-community
+    #: build workflow. ``signed=False`` writes no ``metadata.json.sigstore``.
+    signer: dict[str, str] | None = None
+    signed: bool = True
 
     @property
     def name(self) -> str:
@@ -996,17 +1003,33 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
         "kernel": {"commit": source_commit, "dirty": False},
     }
     meta_bytes = (json.dumps(metadata, indent=2) + "\n").encode()
-    signature = {
-        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-        "verificationMaterial": {"publicKey": {"hint": "kernlock-fixture"}},
-        "messageSignature": {
-            "messageDigest": {"algorithm": "SHA2_256", "digest": _b64sha256(meta_bytes)},
-            "signature": base64.b64encode(hashlib.sha512(b"sig:" + meta_bytes).digest()).decode(),
-        },
-    }
     files["metadata.json"] = meta_bytes
-    files["metadata.json.sigstore"] = (json.dumps(signature, indent=2) + "\n").encode()
+    if state.signed:
+        files["metadata.json.sigstore"] = sign_metadata(meta_bytes, state.signer)
     return {f"build/{variant}/{path}": payload for path, payload in files.items()}
+
+
+def sign_metadata(meta_bytes: bytes, signer: Mapping[str, str] | None = None) -> bytes:
+    """The bundle kernel-builder's workflow writes beside ``metadata.json`` (really signed, by the test sigstore
+    instance of :mod:`kernlock.testing.sigstore`; ``signer``: :class:`~kernlock.testing.sigstore.Identity` fields)."""
+    from kernlock.testing import sigstore
+
+    log_index = int.from_bytes(hashlib.sha256(meta_bytes).digest()[:4], "big")
+    return sigstore.instance().sign(meta_bytes, sigstore.Identity(**(signer or {})), log_index=log_index)
+
+
+def write_trusted_root(root: str | os.PathLike[str]) -> Path:
+    """``ROOT/sigstore/trusted_root.json``: the trusted root of the test sigstore instance that signs the builds."""
+    from kernlock.testing import sigstore
+
+    path = Path(root) / "sigstore" / "trusted_root.json"
+    text = sigstore.instance().trusted_root_json()
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")  # builders run in threads too
+        partial.write_text(text)
+        partial.replace(path)  # atomic: a reader never sees half a root
+    return path
 
 
 def _job_groups(variants: Sequence[str], jobs: str) -> list[list[str]]:
@@ -1215,12 +1238,31 @@ class KernelRepo:
         state.save(self.path)
         return sha
 
-    def upload_files(self, branch: str, files: Mapping[str, bytes], *, message: str = "Upload files") -> str:
+    def upload_files(
+        self, branch: str, files: Mapping[str, bytes], *, message: str = "Upload files", sign: bool = True
+    ) -> str:
         """Commit ``{path: content}`` on top of ``branch`` (a prebuilt variant, say); ``.so`` files go to LFS.
 
+        A ``build/<variant>/metadata.json`` uploaded without its ``metadata.json.sigstore`` is signed again as the
+        build workflow would (``sign``, when it has a ``digest`` and the repo's builds are signed); otherwise the
+        stale bundle is deleted (an unsigned build). ``sign=False`` keeps the old bundle (a tampered build).
         Returns the new head sha. The builder's own build records are left as they are.
         """
         state = _RepoState.load(self.path)
+        deletes: list[str] = []
+        files = dict(files)
+        for path, payload in list(files.items()):
+            bundle = f"{path}.sigstore"
+            if not (path.startswith("build/") and path.endswith("/metadata.json")) or bundle in files or not sign:
+                continue
+            try:
+                has_digest = "digest" in json.loads(payload)
+            except (ValueError, TypeError):
+                has_digest = False
+            if state.signed and has_digest:
+                files[bundle] = sign_metadata(payload, state.signer)
+            else:
+                deletes.append(bundle)
         committed: dict[str, bytes] = {}
         for path, payload in files.items():
             if path.endswith(".so"):
@@ -1232,7 +1274,12 @@ class KernelRepo:
             committed[path] = payload
         stream = _Stream()
         mark = stream.commit(
-            f"refs/heads/{branch}", parent=f"refs/heads/{branch}^0", when=state.tick(), message=message, files=committed
+            f"refs/heads/{branch}",
+            parent=f"refs/heads/{branch}^0",
+            when=state.tick(),
+            message=message,
+            files=committed,
+            deletes=deletes,
         )
         sha = stream.run(self.path)[mark]
         state.save(self.path)
@@ -1289,6 +1336,8 @@ def create_kernel_repo(
     python_builds: Iterable[str] = (),
     jobs: str = "backend",
     kinds: Mapping[str, str] | None = None,
+    signer: Mapping[str, str] | None = None,
+    signed: bool = True,
 ) -> KernelRepo:
     """Create ``ROOT/kernels/{repo_id}``: ``main`` with the README, one branch per entry of ``branches``.
 
@@ -1303,6 +1352,8 @@ def create_kernel_repo(
     ``python_builds`` names variants that get the pure-Python build whatever their backend (a benchmark's stand-in
     for a GPU machine's own build, which then imports there). ``kinds`` gives a branch another kind than
     ``kind`` (``{"v3": "attention-gqa-bug"}``: one version's build is wrong, as kernels-community#1085).
+    ``signer`` signs the builds as another identity (``{"workflow": ..., "repository": ..., "issuer": ...}``);
+    ``signed=False`` uploads them without a bundle.
     """
     for chosen in (kind, *(kinds or {}).values()):
         if chosen not in (*KINDS, *EXTRA_KINDS):
@@ -1333,7 +1384,10 @@ def create_kernel_repo(
         archs_by_branch={b: list(a) for b, a in (cuda_archs or {}).items()},
         python_builds=sorted(python_builds),
         kind_by_branch=dict(kinds or {}),
+        signer=dict(signer) if signer else None,
+        signed=signed,
     )
+    write_trusted_root(root)
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
     stream = _Stream()

@@ -1012,8 +1012,13 @@ class HubServer:
             self._thread.join(timeout=5)
 
     def env(self) -> dict[str, str]:
-        """Environment variables that point a fresh client process at this server."""
-        return {"HF_ENDPOINT": self.url, "HF_HUB_DISABLE_XET": "1"}
+        """Environment variables that point a fresh client process at this server (and at the trusted root of the
+        test sigstore instance that signs its builds, when the Hub has one)."""
+        env = {"HF_ENDPOINT": self.url, "HF_HUB_DISABLE_XET": "1"}
+        trusted_root = self.root / "sigstore" / "trusted_root.json"
+        if trusted_root.exists():
+            env["KERNLOCK_SIGSTORE_TRUSTED_ROOT"] = str(trusted_root.resolve())
+        return env
 
     def __enter__(self) -> HubServer:
         return self.start()
