@@ -86,7 +86,7 @@ def machine_catalog(root: Path, kernels: int, env: str, versions: int = 2) -> tu
     """``kernels`` repos ``kernels-bench/kernel-NN`` (trusted org, ``versions`` branches) of 26 builds each, one of
     them this machine's environment ``env`` as a pure-Python build (it imports on a GPU machine too). Returns the
     repo ids and the environments that load one of the builds (``env`` first)."""
-    from kernlock.environment import Environment
+    from kernlock.environments.environment import Environment
     from kernlock.errors import KernlockError
     from kernlock.testing import create_kernel_repo, set_org_trust, standard_variants
     from kernlock.testing.fixtures import KINDS

@@ -163,8 +163,8 @@ def _median_load(session: Session, mode: str, arg: str, runs: int, env: dict[str
 
 
 def main() -> None:
-    from kernlock import lockfile
-    from kernlock.environment import detect
+    from kernlock.environments.environment import detect
+    from kernlock.lock import file as lockfile
     from kernlock.testing import HubServer
 
     sys.path.insert(0, str(ROOT / "gpu"))

@@ -82,8 +82,8 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     compile_bytecode()
 
     from kernlock import api
-    from kernlock import sync as syncing
-    from kernlock.environment import detect
+    from kernlock.environments.environment import detect
+    from kernlock.sync import engine as syncing
     from kernlock.testing import HubServer
 
     root = work / "hub"

@@ -35,7 +35,7 @@ from _common import compile_bytecode, free_port, in_scratch_folder, machine_cata
 
 def _kernlock() -> list[str]:
     """How a user runs kernlock: the console script that pip installed beside this interpreter (what typing
-    ``kernlock ...`` runs: it imports ``kernlock.cli`` directly), else ``python -m kernlock`` (a checkout on
+    ``kernlock ...`` runs: it imports ``kernlock.cli.app`` directly), else ``python -m kernlock`` (a checkout on
     PYTHONPATH, as on the GPU machine; runpy adds a few milliseconds)."""
     script = Path(sys.executable).with_name("kernlock")
     return [str(script)] if script.is_file() else ["-m", "kernlock"]
@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     compile_bytecode()
 
     from kernlock import api
-    from kernlock.environment import detect
+    from kernlock.environments.environment import detect
     from kernlock.testing import HubServer
 
     root = work / "hub"

@@ -42,7 +42,7 @@ def run(cmd: list[str], env: dict[str, str], server: HubServer) -> tuple[float, 
 
 def machines(root: Path, repo: str, branch: str) -> list[str]:
     """The environment strings among a repo's build variants (arch builds of a torch version)."""
-    from kernlock.environment import Environment
+    from kernlock.environments.environment import Environment
     from kernlock.errors import KernlockError
 
     found = []
@@ -160,7 +160,7 @@ def main() -> None:
 
 def lock_io(path: Path, environment: str, cache: Path, repeat: int) -> dict[str, float | int | None]:
     """Write, full read and run-time read of the lock at ``path`` (None: not in this kernlock)."""
-    from kernlock import lockfile
+    from kernlock.lock import file as lockfile
 
     os.environ["KERNLOCK_CACHE"] = str(cache)
     lock = lockfile.read(path)
@@ -168,7 +168,7 @@ def lock_io(path: Path, environment: str, cache: Path, repeat: int) -> dict[str,
     result["write"] = median_seconds(lambda: lockfile.dumps(lock), repeat)
     result["read"] = median_seconds(lambda: lockfile.read(path), repeat)
     try:
-        from kernlock import lockindex
+        from kernlock.lock import index as lockindex
     except ImportError:  # a kernlock before the lock index
         result["runtime"] = None
         return result

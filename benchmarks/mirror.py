@@ -168,9 +168,9 @@ def _fleet(url: str, clients: int, project: Path, repos: list[str], work: Path, 
 
 
 def _verify(project: Path, outputs: list, codes: list[int]) -> dict:
-    from kernlock import cache as caches
-    from kernlock import lockfile
-    from kernlock import sync as syncing
+    from kernlock.lock import file as lockfile
+    from kernlock.sync import cache as caches
+    from kernlock.sync import engine as syncing
 
     lock = lockfile.read(project / "kernels.lock")
     pairs = syncing.targets(lock, [CPU_ENV])
@@ -280,8 +280,8 @@ def _load(port: int, paths: list[str], rounds: int, env: dict[str, str]) -> dict
 def _static_run(args: argparse.Namespace, work: Path) -> int:
     import shutil
 
-    from kernlock import lockfile
-    from kernlock import sync as syncing
+    from kernlock.lock import file as lockfile
+    from kernlock.sync import engine as syncing
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KERNELS_", "KERNLOCK_"))}
     env.update({"HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})

@@ -9,7 +9,7 @@ dead endpoint (a closed port), it runs the command in a fresh process with cold 
 command, its exit code, the requests the Hub saw (all, and those of the faulted type), the seconds until the clean
 error, and the lines on stderr.
 
-Goal (the budget of kernlock/hubhttp.py): every row exits 1 with one line on stderr, within about 15 s, with at most
+Goal (the budget of kernlock/hub/http.py): every row exits 1 with one line on stderr, within about 15 s, with at most
 4 requests per request that failed for good (+ the command's 8 retries when requests run in parallel).
 """
 

@@ -65,9 +65,9 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     from kernels.cli import download as kernels_download
 
     from kernlock import api
-    from kernlock import sync as syncing
-    from kernlock.environment import detect
-    from kernlock.hub import Hub
+    from kernlock.environments.environment import detect
+    from kernlock.hub.client import Hub
+    from kernlock.sync import engine as syncing
     from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo, set_org_trust
     from kernlock.testing.fixtures import KINDS
 

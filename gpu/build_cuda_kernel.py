@@ -125,7 +125,7 @@ def build_variant(
     out: Path, *, version: int, gqa_backward_bug: bool = False, repo: str = "kernels-community/flash-attn2"
 ) -> str:
     """Compile and write ``out/build/<variant>/``; returns the variant name (this machine's environment)."""
-    from kernlock.environment import detect
+    from kernlock.environments.environment import detect
 
     variant = str(detect())
     tag = hashlib.sha1(f"{repo}:{version}:{gqa_backward_bug}:{SOURCE.read_bytes()!r}".encode()).hexdigest()[:7]

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernlock.facts import as_toml  # noqa: E402
+from kernlock.environments.facts import as_toml  # noqa: E402
 from kernlock.testing import HubServer, create_kernel_repo  # noqa: E402
 
 REPO = "kernels-community/capability-demo"
@@ -69,8 +69,8 @@ print("torch imported:", "torch" in sys.modules, file=sys.stderr)
 
 
 def _check_driver_probe(env: dict[str, str], folder: str) -> None:
-    """The driver's answer (NVML, kernlock.gpus) equals torch's, and `kernlock env` asks the driver, not torch."""
-    code = "import json; from kernlock.gpus import nvml_capabilities; from kernlock.facts import _torch_capabilities; "
+    """The driver's answer (NVML, kernlock.environments.gpus) equals torch's, and `kernlock env` asks the driver, not torch."""
+    code = "import json; from kernlock.environments.gpus import nvml_capabilities; from kernlock.environments.facts import _torch_capabilities; "
     code += "print(json.dumps({'nvml': nvml_capabilities(), 'torch': _torch_capabilities()}))"
     both = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     print(f"\n$ NVML vs torch: {both.stdout.strip()} {both.stderr.strip()[-300:]}")

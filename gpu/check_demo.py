@@ -37,7 +37,7 @@ def main() -> None:
     from build_cuda_kernel import build_variant
     from gpu_e2e import CPU_ENV, Session, make_repo, write_project
 
-    from kernlock.environment import detect
+    from kernlock.environments.environment import detect
     from kernlock.testing import HubServer
 
     failures: list[str] = []

@@ -9,6 +9,6 @@ __version__ = "0.1.0"
 
 def activate(lockfile: str | None = None, mode: str | None = None) -> None:
     """Make every Hub kernel load in this process honour ``kernels.lock`` (see docs/activation.md)."""
-    from kernlock import runtime
+    from kernlock.runtime import activation as runtime
 
     runtime.activate(lockfile=lockfile, mode=mode)

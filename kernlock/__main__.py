@@ -1,6 +1,6 @@
 """``python -m kernlock`` = the ``kernlock`` command."""
 
-from kernlock.console import run
+from kernlock.cli.console import run
 
 __all__: list[str] = []
 

@@ -9,14 +9,14 @@ import os
 import sys
 import types
 
-from kernlock import runtime
+from kernlock.runtime import activation as runtime
 
-__all__: list[str] = []  # importing it is the API; calling it is kernlock.runtime.activate
+__all__: list[str] = []  # importing it is the API; calling it is kernlock.runtime.activation.activate
 
 
 class _CallableModule(types.ModuleType):
     def __call__(self, lockfile: str | os.PathLike[str] | None = None, mode: str | None = None) -> runtime.Settings:
-        """Same as :func:`kernlock.runtime.activate`."""
+        """Same as :func:`kernlock.runtime.activation.activate`."""
         return runtime.activate(lockfile=lockfile, mode=mode)
 
 

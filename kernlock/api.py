@@ -1,7 +1,7 @@
 """kernlock's library API: what each command does, without parsing or printing (the CLI does that).
 
-Each function lives in the module of its job (:mod:`kernlock.locking`, :mod:`kernlock.installing`,
-:mod:`kernlock.reports`, :mod:`kernlock.interop`, :mod:`kernlock.airgap`); this module names them all and imports
+Each function lives in the module of its job (:mod:`kernlock.commands.lock`, :mod:`kernlock.commands.install`,
+:mod:`kernlock.commands.reports`, :mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names them all and imports
 a job's module when one of its names is first used, so a command pays only for its own job.
 """
 
@@ -11,10 +11,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
-    from kernlock.airgap import BundleResult, bundle, mirror_app, serve, sync_from
-    from kernlock.installing import ShowResult, show, sync, sync_after_add, verify
-    from kernlock.interop import export, import_kernels
-    from kernlock.locking import (
+    from kernlock.commands.airgap import BundleResult, bundle, mirror_app, serve, sync_from
+    from kernlock.commands.install import ShowResult, show, sync, sync_after_add, verify
+    from kernlock.commands.interop import export, import_kernels
+    from kernlock.commands.lock import (
         AddResult,
         LockResult,
         add,
@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
         stale_reason,
         target_environments,
     )
-    from kernlock.project import Upgrade
-    from kernlock.reports import env_report, outdated
+    from kernlock.commands.reports import env_report, outdated
+    from kernlock.project.inputs import Upgrade
 
 _HOMES = {
     "AddResult": "locking",

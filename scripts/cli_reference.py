@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from kernlock.cli import main
+from kernlock.cli.app import main
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from kernlock import variant_types, variants
-from kernlock.hub import Hub
-from kernlock.lockmodel import Lock, LockedKernel
+from kernlock.hub.client import Hub
+from kernlock.lock.model import Lock, LockedKernel
 from kernlock.testing import Catalog, HubServer, create_kernel_repo, read_identity
+from kernlock.variants import grammar as variants
+from kernlock.variants import types as variant_types
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
 # Variables that change what huggingface_hub/kernels do and must come from the test alone.
@@ -92,7 +93,7 @@ def kernlock_usage_problem(words: list[str]) -> str | None:
     """Why ``kernlock WORDS...`` names a command or flag the CLI does not have (click introspection), or None."""
     import click
 
-    from kernlock.cli import main
+    from kernlock.cli.app import main
 
     command = main.commands.get(words[0]) if words else None
     if command is None:
@@ -360,7 +361,7 @@ class LockedProject:
         return report
 
 
-#: Declared facts the generated environments draw from (kernlock.facts): interpreters (t: free-threaded; 3.15t
+#: Declared facts the generated environments draw from (kernlock.environments.facts): interpreters (t: free-threaded; 3.15t
 #: loads arch builds), loader versions around real kernels-minver values, GPU capabilities.
 DIFF_PYTHONS = ["3.11", "3.12", "3.13", "3.13t", "3.14t", "3.15t"]
 DIFF_LOADERS = ["0.12.0", "0.15.2", "0.16.2", "0.17.2", "0.18.0rc1", "0.18.1"]
@@ -444,7 +445,7 @@ def give_away(path: Path) -> None:
 
 def receipt_file(entry: LockedKernel, variant: Any, cache: Path | None = None) -> Path:
     """Where the receipt of ``variant`` is kept (kernlock's cache in the tests is the user's alone)."""
-    from kernlock import cache as caches
+    from kernlock.sync import cache as caches
 
     path = caches.receipt_path(entry, variant, cache)
     assert path is not None, "kernlock's cache is not private"
@@ -453,7 +454,7 @@ def receipt_file(entry: LockedKernel, variant: Any, cache: Path | None = None) -
 
 def has_receipt(entry: LockedKernel, variant: Any, cache: Path | None = None) -> bool:
     """Whether a receipt vouches for ``variant`` (none before a sync, none after a failed one)."""
-    from kernlock import cache as caches
+    from kernlock.sync import cache as caches
 
     path = caches.receipt_path(entry, variant, cache)
     return path is not None and path.exists()
@@ -468,7 +469,7 @@ TINY_ACTIVATION = "kernels-community/activation"
 def tiny_locked_project(base: Path) -> LockedProject:
     """Two kernels (attention v2, activation v1; CPU builds only) locked and synced from a local Hub, which is
     stopped on return: ``env`` still points HF_ENDPOINT at it, so any request would fail."""
-    from kernlock import lockfile
+    from kernlock.lock import file as lockfile
     from kernlock.testing import CPU_VARIANT
 
     root = base / "hub"

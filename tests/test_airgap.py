@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, run_cli, write_pyproject
 
-from kernlock import bundle as bundles
-from kernlock import lockfile
-from kernlock import sync as syncing
-from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.airgap import bundle as bundles
+from kernlock.lock import file as lockfile
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.sync import engine as syncing
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
 from kernlock.testing.mirror_process import MirrorProcess, client_env, free_port
 
@@ -413,8 +413,8 @@ def test_the_mirror_answers_ranges_from_the_bundle_with_the_hub_headers(site: Si
 def test_serve_names_the_missing_server_and_imports_no_test_code(site: Site):
     code = (
         "import sys; sys.modules['gunicorn.app.base'] = None\n"
-        "import kernlock.mirror\nassert not [m for m in sys.modules if m.startswith('kernlock.testing')]\n"
-        "from kernlock.cli import main\nmain(['serve', '--from', sys.argv[1], '--port', '0'])\n"
+        "import kernlock.airgap.mirror\nassert not [m for m in sys.modules if m.startswith('kernlock.testing')]\n"
+        "from kernlock.cli.app import main\nmain(['serve', '--from', sys.argv[1], '--port', '0'])\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, str(site.bundle)], env=site.env, capture_output=True, text=True, timeout=120

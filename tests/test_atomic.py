@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernlock.atomic import write_bytes_atomic, write_text_atomic
+from kernlock.util.atomic import write_bytes_atomic, write_text_atomic
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """A cache on a filesystem whose ``flock`` is refused (ENOLCK, ENOSYS: NFS without a lock manager, Lustre without
 ``-o flock``) or locks nothing (issue 24): `kernlock sync` still ends with verified files, 8 concurrent syncs
-still do, and no half file is ever visible (kernlock.sharing: per-process partial files, atomic renames).
+still do, and no half file is ever visible (kernlock.util.sharing: per-process partial files, atomic renames).
 
 The filesystem is simulated with an LD_PRELOAD shim over libc's ``flock``, compiled here with ``cc`` (skipped
 without one): the real kernlock, filelock and huggingface_hub run above it, unchanged.
@@ -19,7 +19,7 @@ import pytest
 from helpers import CPU_ENV, write_pyproject
 
 from kernlock import api
-from kernlock import sync as syncing
+from kernlock.sync import engine as syncing
 from kernlock.testing import HubServer
 
 PAGED = "kernels-community/paged-attention"  # depends on activation v1: two kernels, several files each

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from kernlock.cli import main
-from kernlock.compat import Gate, installed, transformers_gate
-from kernlock.environment import detect
+from kernlock.cli.app import main
+from kernlock.environments.compat import Gate, installed, transformers_gate
+from kernlock.environments.environment import detect
 
 
 def test_gate_reads_the_range_from_the_installed_transformers() -> None:
@@ -59,7 +59,7 @@ def test_env_without_torch_reports_the_rest_and_says_why(tmp_path) -> None:
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['torch'] = None; from kernlock.cli import main; main(sys.argv[1:])"
+    code = "import sys; sys.modules['torch'] = None; from kernlock.cli.app import main; main(sys.argv[1:])"
     for args in ([], ["--json"]):
         done = subprocess.run(
             [sys.executable, "-c", code, "env", *args, "--project", str(tmp_path)],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kernlock.cli import main
+from kernlock.cli.app import main
 
 
 def _kernlock(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -14,8 +14,9 @@ import tomllib
 from helpers import clean_env, kernlock_usage_problem
 
 import kernlock.testing
-from kernlock import lockfile, project
-from kernlock.cli import main
+from kernlock.cli.app import main
+from kernlock.lock import file as lockfile
+from kernlock.project import inputs as project
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -17,10 +17,12 @@ from kernels import variants as kernels_variants
 from kernels.variants import parse_variant, resolve_variant
 from packaging.version import Version
 
-from kernlock import variant_rule, variant_types, variants
-from kernlock.conditions import Condition
-from kernlock.environment import Environment, detect
+from kernlock.environments.environment import Environment, detect
 from kernlock.errors import EnvironmentStringError, SpecError
+from kernlock.project.conditions import Condition
+from kernlock.variants import grammar as variants
+from kernlock.variants import rule as variant_rule
+from kernlock.variants import types as variant_types
 
 TORCHES = ["28", "29", "210", "211", "212", "213"]
 BACKENDS = ["cpu", "cu118", "cu126", "cu128", "cu129", "cu130", "rocm63", "rocm64", "xpu20252", "xpu20253"]
@@ -211,7 +213,7 @@ def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
 
     code = (
         "import sys\n"
-        "from kernlock.environment import _detect_from_version_file, _detect_with_torch\n"
+        "from kernlock.environments.environment import _detect_from_version_file, _detect_with_torch\n"
         "fast = _detect_from_version_file()\n"
         "assert 'torch' not in sys.modules, 'the fast path imported torch'\n"
         "print(fast, _detect_with_torch())\n"
@@ -220,11 +222,11 @@ def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
     assert out[0] == out[1] == str(detect())
 
 
-# -- kernlock's own rule (kernlock.variants) against the installed loader's ---------------------------------
+# -- kernlock's own rule (kernlock.variants.grammar) against the installed loader's ---------------------------------
 
 
 def test_rule_equals_the_installed_loaders_rule_over_generated_cases(monkeypatch, caplog) -> None:
-    """>= 2,000 seeded (variant set x system) cases: kernlock.variant_rule.accepted_variants returns exactly the
+    """>= 2,000 seeded (variant set x system) cases: kernlock.variants.rule.accepted_variants returns exactly the
     ordered list of kernels' own `_resolve_variant_for_system` (stable ABI, tagless Linux names, tvm-ffi,
     noarch incl. universal, darwin/metal with macOS versions, CUDA minor fallback, free-threaded Python)."""
     import logging
@@ -564,11 +566,11 @@ def test_environment_parts() -> None:
 
 def test_local_commands_do_not_import_kernels() -> None:
     code = (
-        "import kernlock.environment, sys\n"
-        "from kernlock.environment import Environment\n"
+        "import kernlock.environments.environment, sys\n"
+        "from kernlock.environments.environment import Environment\n"
         "Environment.parse('torch213-cxx11-cpu-x86_64-linux').select_variant(['torch-cpu'])\n"
         "assert 'kernels' not in sys.modules\n"
-        "import kernlock.variants\n"
+        "import kernlock.variants.grammar\n"
         "assert not {'kernels', 'huggingface_hub', 'torch'} & set(sys.modules), sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -579,7 +581,7 @@ def test_python_fact_agrees_with_the_build_configuration():
     the build configuration gives."""
     import sysconfig
 
-    from kernlock import facts
+    from kernlock.environments import facts
 
     threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
     assert facts.detect("cpu", "linux").python == f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"
@@ -591,7 +593,7 @@ def test_an_environment_is_a_frozen_value_equal_by_name():
     import pickle
     from dataclasses import FrozenInstanceError
 
-    from kernlock import facts
+    from kernlock.environments import facts
 
     a = Environment.parse("torch213-cxx11-cpu-x86_64-linux")
     b = Environment(name=a.name, extras=facts.Facts(python="3.12"))

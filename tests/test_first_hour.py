@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import CPU_ENV, clean_env, own_repo, run_cli, write_pyproject
 
-from kernlock import lockfile
+from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from helpers import CPU_ENV, TINY_ACTIVATION, LockedProject, run_cli, tiny_locked_project
 
-from kernlock import lockfile
-from kernlock import sync as syncing
+from kernlock.lock import file as lockfile
+from kernlock.sync import engine as syncing
 from kernlock.testing import HubServer
 from kernlock.testing.mirror_process import MirrorProcess, client_env
 

@@ -33,11 +33,15 @@ import tomlkit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kernlock import lockfile, names, project, pyproject_edit, variants
-from kernlock.environment import Environment
+from kernlock.environments.environment import Environment
 from kernlock.errors import EnvironmentStringError, KernlockError, LockError, ProjectError, SpecError
-from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
-from kernlock.project import Spec
+from kernlock.lock import file as lockfile
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
+from kernlock.project import edit as pyproject_edit
+from kernlock.project import inputs as project
+from kernlock.project.inputs import Spec
+from kernlock.util import names
+from kernlock.variants import grammar as variants
 
 MIN_DOCUMENTS = 10_000
 #: Documents fed to each reader in this run (and how many of them it accepted), filled in by the tests below.
@@ -612,7 +616,7 @@ requirements = _mostly(
     st.one_of(odd_pin_tables, st.lists(st.one_of(odd_pin_tables, junk), max_size=3), junk),
     5,
 )
-#: Declared facts of environment tables (kernlock.facts): mostly valid, sometimes wrong or misplaced.
+#: Declared facts of environment tables (kernlock.environments.facts): mostly valid, sometimes wrong or misplaced.
 FACTS = {
     "cuda-capabilities": (
         16,
@@ -797,7 +801,7 @@ def check_pyproject(text: str, addition: tuple[str, str, bool]) -> None:
 
 @settings(FUZZ, max_examples=1_000)
 @given(st.lists(st.tuples(generated_pyprojects(), additions), min_size=5, max_size=5))
-# Found by this test (each fixed in kernlock/project.py or environment.py):
+# Found by this test (each fixed in kernlock/project/inputs.py or environment.py):
 # - a no-op edit of a pyproject without [tool.kernlock.kernels] wrote that table (now nothing is written);
 # - a `when` version past int()'s 4300-digit limit raised ValueError (Condition.parse now raises SpecError);
 # - recording a repo that the file names in another letter case left both keys, which `load` refuses (now the

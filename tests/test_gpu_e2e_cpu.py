@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernlock import lockfile
+from kernlock.lock import file as lockfile
 from kernlock.testing import HubServer
 
 GPU_ENV = "torch211-cxx11-cu130-x86_64-linux"

@@ -52,7 +52,7 @@ RANK = (
         import os
         print("started", flush=True)
         import kernels
-        from kernlock import activated
+        from kernlock.runtime import state as activated
         model, result = train_llama("{TINY_ATTENTION}")
         identity = kernels.get_kernel("{TINY_ACTIVATION}", version=1).KERNEL_IDENTITY
         settings = activated.settings()

@@ -20,10 +20,12 @@ from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernlock import api, hfenv, lockfile, names
-from kernlock.cli import main
+from kernlock import api
+from kernlock.cli.app import main
 from kernlock.errors import LockError
+from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer
+from kernlock.util import hfenv, names
 
 ACTIVATION = "kernels-community/activation"
 

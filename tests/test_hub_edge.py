@@ -1,4 +1,4 @@
-"""The Hub edge (kernlock/hub.py, hubhttp.py, hubdownload.py): a broken or hostile Hub, persistent and transient
+"""The Hub edge (kernlock/hub/client.py, hubhttp.py, hubdownload.py): a broken or hostile Hub, persistent and transient
 faults, a dead endpoint.
 
 Every case runs the real CLI in a fresh process against the local Hub, whose answers are rewritten
@@ -21,14 +21,15 @@ from typing import Any
 import pytest
 from helpers import CPU_ENV, give_away, has_receipt, run_cli, write_pyproject
 
-from kernlock import cache as caches
-from kernlock import interrupt, lockfile
-from kernlock import sync as syncing
-from kernlock.hub import Hub
-from kernlock.hubanswers import MAX_LISTING, MAX_READ
-from kernlock.hubhttp import COMMAND_RETRIES, DEFAULT_RETRIES
+from kernlock.hub.answers import MAX_LISTING, MAX_READ
+from kernlock.hub.client import Hub
+from kernlock.hub.http import COMMAND_RETRIES, DEFAULT_RETRIES
+from kernlock.lock import file as lockfile
+from kernlock.sync import cache as caches
+from kernlock.sync import engine as syncing
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.server import Transform
+from kernlock.util import interrupt
 
 ACTIVATION = "kernels-community/activation"
 ROTARY = "kernels-community/rotary"

@@ -16,7 +16,13 @@ from kernlock.testing import HubServer
 
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
 #: kernlock's modules of the kernel cache, from the cheapest (layout) to the download and orchestration.
-CACHE_MODULES = ("kernlock.cache", "kernlock.variantcheck", "kernlock.verify", "kernlock.fetch", "kernlock.sync")
+CACHE_MODULES = (
+    "kernlock.sync.cache",
+    "kernlock.sync.check",
+    "kernlock.sync.verify",
+    "kernlock.sync.fetch",
+    "kernlock.sync.engine",
+)
 #: What a command that makes no request and loads nothing must not import (each costs tens to hundreds of ms).
 HEAVY = ("kernels", "huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2", "torch", "transformers", "filelock")
 #: A thread pool's imports (concurrent.futures imports logging) and a file write's: what a command pays that has
@@ -26,7 +32,7 @@ FAN_OUT_AND_WRITE = ("concurrent.futures", "logging", "tempfile")
 METADATA = ("importlib.metadata", "email", "zipfile", "csv")
 
 
-#: huggingface_hub's constants (the Hub cache, the offline switch: kernlock.hfenv) import only these two modules.
+#: huggingface_hub's constants (the Hub cache, the offline switch: kernlock.util.hfenv) import only these two modules.
 CONSTANTS = ("huggingface_hub", "huggingface_hub.constants")
 
 
@@ -52,13 +58,13 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
     ours = sorted(m for m in modules if m.startswith("kernlock"))
     assert ours == [
         "kernlock",
-        "kernlock.cli",
-        "kernlock.cli_hook",  # the `kernlock hook` group's commands (click only)
-        "kernlock.cli_common",
-        "kernlock.cli_run",
-        "kernlock.console",
+        "kernlock.cli.app",
+        "kernlock.cli.hook",  # the `kernlock hook` group's commands (click only)
+        "kernlock.cli.common",
+        "kernlock.cli.run",
+        "kernlock.cli.console",
         "kernlock.errors",
-        "kernlock.wording",
+        "kernlock.util.wording",
     ]
     assert _heavy(modules) == []
     assert "tomlkit" not in modules and "packaging" not in modules
@@ -94,7 +100,7 @@ def test_local_commands_import_no_network_loader_or_torch(
         assert "sigstore" in modules and "2 signatures verified offline" not in done.stdout
         assert "1 signature verified offline" in done.stdout
         return
-    assert "sigstore" not in modules and "kernlock.signatures" not in modules
+    assert "sigstore" not in modules and "kernlock.signing.bundle" not in modules
     if args[0] != "env":
         assert sorted(m for m in METADATA if m in modules) == []
 
@@ -112,8 +118,8 @@ def test_commands_that_never_touch_the_cache_skip_the_cache_modules(
 @pytest.mark.parametrize(
     ("args", "needs"),
     [
-        (["show"], {"kernlock.cache", "kernlock.variantcheck"}),
-        (["verify"], {"kernlock.cache", "kernlock.variantcheck", "kernlock.verify"}),
+        (["show"], {"kernlock.sync.cache", "kernlock.sync.check"}),
+        (["verify"], {"kernlock.sync.cache", "kernlock.sync.check", "kernlock.sync.verify"}),
         (["sync", "--frozen"], set(CACHE_MODULES)),
     ],
 )
@@ -136,7 +142,7 @@ def test_commands_with_nothing_to_fetch_start_no_thread_pool(
     signature to verify again). (`verify` imports sigstore, which imports logging and tempfile itself.)"""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
-    assert "kernlock.variantcheck" in modules  # it did check the cache
+    assert "kernlock.sync.check" in modules  # it did check the cache
     assert sorted(m for m in FAN_OUT_AND_WRITE if m in modules) == []
     assert "sigstore" not in modules
 
@@ -146,7 +152,7 @@ def test_activation_and_lock_check_import_no_sigstore(synced: dict[str, str], pr
     kernel load through it, and `lock --check`, import neither sigstore nor kernlock's verifier."""
     done, modules = run_cli_imports("lock", "--check", env=synced, cwd=project, out=tmp_path / "check.txt")
     assert done.returncode == 0, done.stderr
-    assert not {"sigstore", "kernlock.signatures", "kernlock.locksign"} & modules
+    assert not {"sigstore", "kernlock.signing.bundle", "kernlock.signing.locktime"} & modules
     out = tmp_path / "activate.txt"
     code = (
         "import sys, kernlock.activate, kernels\n"
@@ -159,7 +165,10 @@ def test_activation_and_lock_check_import_no_sigstore(synced: dict[str, str], pr
     child = subprocess.run([sys.executable, "-c", code], env=synced, cwd=project, capture_output=True, text=True)
     assert child.returncode == 0, child.stderr[-3000:]
     loaded = set(out.read_text().split("\n"))
-    assert "kernlock.activate" in loaded and not {"sigstore", "kernlock.signatures", "kernlock.sigcheck"} & loaded
+    assert (
+        "kernlock.activate" in loaded
+        and not {"sigstore", "kernlock.signing.bundle", "kernlock.sync.signatures"} & loaded
+    )
 
 
 def test_a_sync_with_something_to_fetch_fans_out(user_env: dict[str, str], project: Path, tmp_path: Path):
@@ -176,7 +185,7 @@ def test_a_sync_with_something_to_fetch_fans_out(user_env: dict[str, str], proje
 def test_env_names_the_loader_generation_without_importing_it(synced: dict[str, str], project: Path, tmp_path: Path):
     """`kernlock env` reads the installed loader's version and generation from its files: the same answer the
     import-time probe gives (the one activation uses)."""
-    from kernlock import loaders
+    from kernlock.runtime import loaders
 
     done, modules = run_cli_imports("env", env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr

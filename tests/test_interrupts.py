@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import CPU_ENV, write_pyproject
 
-from kernlock import api, lockfile
-from kernlock import sync as syncing
+from kernlock import api
+from kernlock.lock import file as lockfile
+from kernlock.sync import engine as syncing
 from kernlock.testing import HubServer
 
 PAGED = "kernels-community/paged-attention"

@@ -30,8 +30,8 @@ import test_runtime
 from helpers import CPU_ENV, Child, kernelize_silu_and_mul
 from test_runtime import ACTIVATION, FA2, LAYER_NORM, PAGED, UNLOCKED, Runtime, _tampered_cache
 
-from kernlock import loaders
-from kernlock.compat import transformers_gate
+from kernlock.environments.compat import transformers_gate
+from kernlock.runtime import loaders
 
 runtime = test_runtime.rt  # the fixture: test_runtime's project, locked and synced, with the Hub stopped
 
@@ -59,7 +59,7 @@ def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(r
         [
             sys.executable,
             "-c",
-            "import sys; from kernlock import loaders; "
+            "import sys; from kernlock.runtime import loaders; "
             "p = loaders.probe(); print(p.generation, 'torch' in sys.modules)",
         ]
     )
@@ -255,7 +255,7 @@ def test_an_unknown_loader_falls_back_to_local_kernels_with_one_line_of_warning(
         + f"""
 import kernels
 assert kernels.__file__.startswith(sys.argv[1]), kernels.__file__
-from kernlock import loaders
+from kernlock.runtime import loaders
 direct = kernels.get_kernel("{FA2}", version=1)
 {TRAIN}
 report(generation=loaders.probe().generation, direct=direct.KERNEL_IDENTITY, identities=identities(), **result)
@@ -312,7 +312,7 @@ def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime
     ]
     child = runtime.run(
         f"""
-        from kernlock.loaders import _common, resolver_gen, utils_gen
+        from kernlock.runtime.loaders import _common, resolver_gen, utils_gen
         for adapter in (resolver_gen, utils_gen):
             def broken(patcher, install=adapter.install):
                 install(patcher)
@@ -383,7 +383,7 @@ def test_a_seam_that_gains_a_keyword_argument_passes_it_through(runtime: Runtime
         f"""
 import kernels
 assert kernels.__file__.startswith(sys.argv[1]), kernels.__file__
-from kernlock import loaders
+from kernlock.runtime import loaders
 direct = kernels.get_kernel("{FA2}", version=1)
 {TRAIN}
 report(generation=loaders.probe().generation, **result)

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 from helpers import CPU_ENV, fresh_hub, own_repo, write_pyproject
 
-from kernlock import api, lockfile, lockmodel
-from kernlock.cli import main
+from kernlock import api
+from kernlock.cli.app import main
 from kernlock.errors import (
     HubError,
     LockError,
@@ -20,8 +20,10 @@ from kernlock.errors import (
     ResolutionError,
     SpecError,
 )
-from kernlock.hub import Hub
-from kernlock.project import Upgrade
+from kernlock.hub.client import Hub
+from kernlock.lock import file as lockfile
+from kernlock.lock import model as lockmodel
+from kernlock.project.inputs import Upgrade
 from kernlock.testing import Catalog, HubServer, move_branch, standard_variants
 
 CU126 = "torch210-cxx11-cu126-x86_64-linux"
@@ -532,7 +534,7 @@ def test_a_build_that_needs_a_newer_loader_than_an_environment_declares(
 
 
 def test_declared_loader_counts_in_the_requirements_hash(project: Path):
-    from kernlock import project as projects
+    from kernlock.project import inputs as projects
 
     (project / "pyproject.toml").write_text(f'[tool.kernlock]\nenvironments = ["{CPU_ENV}"]\n')
     plain = projects.load(project).requires_hash()

@@ -1,6 +1,6 @@
 """kernels.lock I/O (issue 12): the fast writer gives today's bytes, and activation reads only its environment.
 
-* The lock writer (:mod:`kernlock.tomlwrite`) renders exactly what tomlkit rendered: for locks of every shape the
+* The lock writer (:mod:`kernlock.util.tomlwrite`) renders exactly what tomlkit rendered: for locks of every shape the
   fuzz generator draws, for a 20-kernel x 26-environment lock, and for any document of tables, arrays of tables,
   inline tables, strings (escapes included), integers and booleans, so a field added to the lock model later is
   written as tomlkit would have written it.
@@ -26,9 +26,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_fuzz import valid_locks
 
-from kernlock import api, lockfile, lockindex, tomlwrite
-from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock import api
+from kernlock.lock import file as lockfile
+from kernlock.lock import index as lockindex
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import HubServer
+from kernlock.util import tomlwrite
 
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
 CHECKS = settings(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -95,7 +98,7 @@ def _array(values: Any) -> Any:
 
 
 def _tomlkit_item(value: Any) -> Any:
-    """A plain value as the tomlkit item kernlock's writer means by it (see kernlock.tomlwrite)."""
+    """A plain value as the tomlkit item kernlock's writer means by it (see kernlock.util.tomlwrite)."""
     if isinstance(value, tomlwrite.InlineTables):
         array = tomlkit.array()
         for entry in value:
@@ -261,7 +264,7 @@ _FIRST_LOAD = """
     import kernlock.activate
     import kernels
     kernel = kernels.get_kernel("kernels-community/activation", version=1)
-    from kernlock import hooks_kernels
+    from kernlock.runtime import policy as hooks_kernels
     view = hooks_kernels._current().lock
     entries = [view.entry_for(repo, view.environment) for repo in view.repos]
     print(json.dumps({"parsed": parsed, "identity": kernel.KERNEL_IDENTITY, "entries": [e.repo for e in entries if e]}))

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 from helpers import CPU_ENV, assert_clean_error, clean_env, own_repo, run_cli, write_pyproject
 
-from kernlock import lockfile
-from kernlock.cli import main
+from kernlock.cli.app import main
+from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer, move_branch
 
 FIXES = ("`kernlock lock`", "`git checkout HEAD -- kernels.lock`")

@@ -15,7 +15,7 @@ from pathlib import Path
 from helpers import write_pyproject
 
 from kernlock import api
-from kernlock.hub import Hub
+from kernlock.hub.client import Hub
 from kernlock.testing import Catalog, HubServer, create_kernel_repo
 
 ENVIRONMENTS = [

@@ -29,12 +29,12 @@ import pytest
 from helpers import CPU_ENV, receipt_file, run_cli, write_pyproject
 
 from kernlock import api
-from kernlock import cache as caches
-from kernlock import sync as syncing
 from kernlock.errors import IntegrityError, NotSyncedError
-from kernlock.lockmodel import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.sync import cache as caches
+from kernlock.sync import engine as syncing
+from kernlock.sync.check import FileState
 from kernlock.testing import Catalog, HubServer, read_identity
-from kernlock.variantcheck import FileState
 
 ACTIVATION = "kernels-community/activation"
 TAG = sys.implementation.cache_tag  # cpython-311

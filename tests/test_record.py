@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import CPU_ENV, run_cli, user_env_for, write_pyproject
 
-from kernlock import lockfile
+from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer
 
 FA2 = "kernels-community/flash-attn2"
@@ -142,7 +142,7 @@ def test_strict_error_names_the_revision_asked_and_run_record(catalog: Catalog, 
 def test_hostile_records_are_dropped_and_name_no_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record is input: a bad repo id, a revision with a path in it, an unknown load path, a symlinked or oversized
     file are dropped, counted, and never reach pyproject."""
-    from kernlock import records
+    from kernlock.runtime import records
 
     monkeypatch.setenv("KERNLOCK_CACHE", str(tmp_path / "cache"))
     folder = records.make_folder()

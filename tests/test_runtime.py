@@ -33,10 +33,10 @@ from helpers import (
     write_pyproject,
 )
 
-from kernlock import cache as caches
-from kernlock import lockfile
-from kernlock.hooks_kernels import satisfies
-from kernlock.lockmodel import Lock
+from kernlock.lock import file as lockfile
+from kernlock.lock.model import Lock
+from kernlock.runtime.policy import satisfies
+from kernlock.sync import cache as caches
 from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
 
 FA2 = "kernels-community/flash-attn2"
@@ -316,7 +316,7 @@ def test_kernel_loaded_before_activation_must_be_the_locked_build(rt: Runtime, o
 
 def test_not_synced_and_online_fetches_exactly_the_locked_files(rt: Runtime, online):
     server, env = online
-    body = f'import kernels, sys\nkernels.get_kernel("{FA2}", version=4)\nreport(fetch="kernlock.fetch" in sys.modules)'
+    body = f'import kernels, sys\nkernels.get_kernel("{FA2}", version=4)\nreport(fetch="kernlock.sync.fetch" in sys.modules)'
     child = rt.run(body, env=env)
     assert child.returncode == 0, child.stderr[-3000:]
     report = child.report
@@ -449,7 +449,7 @@ def test_import_kernlock_activate_imports_no_ml_library(rt: Runtime):
 
 def test_a_synced_load_imports_no_download_module(rt: Runtime):
     """The run-time path of a synced kernel checks it with the cache modules only: kernlock's download, sync,
-    verify and Hub client modules stay unimported (the not-synced load above does import kernlock.fetch)."""
+    verify and Hub client modules stay unimported (the not-synced load above does import kernlock.sync.fetch)."""
     child = rt.run(
         f"""
         import sys, kernels
@@ -458,8 +458,10 @@ def test_a_synced_load_imports_no_download_module(rt: Runtime):
         """
     )
     report = rt.assert_locked(child, FA2)
-    assert "kernlock.variantcheck" in report["kernlock"] and "kernlock.cache" in report["kernlock"]
-    unexpected = {"kernlock.fetch", "kernlock.sync", "kernlock.verify", "kernlock.hub"} & set(report["kernlock"])
+    assert "kernlock.sync.check" in report["kernlock"] and "kernlock.sync.cache" in report["kernlock"]
+    unexpected = {"kernlock.sync.fetch", "kernlock.sync.engine", "kernlock.sync.verify", "kernlock.hub.client"} & set(
+        report["kernlock"]
+    )
     assert unexpected == set()
 
 
@@ -531,7 +533,7 @@ def test_a_kernels_version_without_a_hooked_attribute_falls_back(rt: Runtime):
     LOCAL_KERNELS, and one line says so (tests/test_loaders.py covers this with a really edited kernels)."""
     child = rt.run(
         f"""
-        from kernlock.loaders import resolver_gen, utils_gen
+        from kernlock.runtime.loaders import resolver_gen, utils_gen
         for adapter in (resolver_gen, utils_gen):
             adapter.SEAMS += (("kernels.resolver", "HubResolver.resolve_v2", ()),)
         import kernels

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from helpers import CPU_ENV, assert_clean_error, fresh_hub, own_repo, run_cli, user_env_for, write_pyproject
 
-from kernlock import api, lockfile
+from kernlock import api
 from kernlock.errors import SignatureError
-from kernlock.lockmodel import LOCK_VERSION, Signature
+from kernlock.lock import file as lockfile
+from kernlock.lock.model import LOCK_VERSION, Signature
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.sigstore import DEFAULT_WORKFLOW, EPOCH, GITHUB_ISSUER, Identity, Instance, instance
 

@@ -1,6 +1,6 @@
 """`kernlock.activate()` under ``if __name__ == "__main__":`` reaches every child multiprocessing starts fresh
 (issue 24): a spawn, forkserver or ``torch.multiprocessing.spawn`` child re-imports only the main module's top
-level, so kernlock carries the activation in the child's preparation data (kernlock.runtime)."""
+level, so kernlock carries the activation in the child's preparation data (kernlock.runtime.activation)."""
 
 from __future__ import annotations
 

@@ -17,15 +17,15 @@ from click.testing import CliRunner
 from helpers import CPU_ENV, has_receipt, receipt_file, run_cli, write_pyproject
 
 from kernlock import api
-from kernlock import cache as caches
-from kernlock import project as projects
-from kernlock import sync as syncing
-from kernlock.cli import main
+from kernlock.cli.app import main
 from kernlock.errors import HubError, IntegrityError, LockError, NotSyncedError
-from kernlock.hub import Hub
-from kernlock.lockmodel import Lock
+from kernlock.hub.client import Hub
+from kernlock.lock.model import Lock
+from kernlock.project import inputs as projects
+from kernlock.sync import cache as caches
+from kernlock.sync import engine as syncing
+from kernlock.sync.check import FileState
 from kernlock.testing import Catalog, HubServer
-from kernlock.variantcheck import FileState
 
 CUDA_ENV = "torch212-cxx11-cu130-x86_64-linux"
 ACTIVATION = "kernels-community/activation"
@@ -345,7 +345,7 @@ def test_verify_finds_the_same_with_and_without_threads(
 ):
     """`verify` hashes in threads only above PARALLEL_BYTES (the fixtures are far below it): with the threshold
     at 0 it fans out, and finds exactly what it finds in one thread, in the same order."""
-    from kernlock import verify as verifying
+    from kernlock.sync import verify as verifying
 
     lock = _lock(project, f'"{PAGED}" = "v1"\n', [CPU_ENV, CUDA_ENV])
     syncing.sync(lock, [CPU_ENV, CUDA_ENV], progress=False)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernlock.lockmodel import LockedFile
-from kernlock.project import Project
+from kernlock.lock.model import LockedFile
+from kernlock.project.inputs import Project
 
 ROOT = Path(__file__).resolve().parent.parent
 _HASH = "git-sha1:" + "0" * 40

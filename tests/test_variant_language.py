@@ -13,10 +13,12 @@ from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from packaging.version import Version
 
-from kernlock import api, lockfile, lockmodel
-from kernlock.cli import main
-from kernlock.environment import Environment
+from kernlock import api
+from kernlock.cli.app import main
+from kernlock.environments.environment import Environment
 from kernlock.errors import ProjectError, ResolutionError
+from kernlock.lock import file as lockfile
+from kernlock.lock import model as lockmodel
 from kernlock.testing import HUB_MATRIX, Catalog, HubServer, hub_variants
 
 SM90 = "torch213-cxx11-cu130-x86_64-linux"
@@ -218,7 +220,7 @@ def test_the_lock_records_each_environments_facts(matrix_repo: str, hub: HubServ
     ],
 )
 def test_bad_facts_are_refused_with_the_fix(project: Path, table: dict, expected: str):
-    from kernlock import project as projects
+    from kernlock.project import inputs as projects
 
     _declare(project, [table], "")
     with pytest.raises(ProjectError, match=expected):

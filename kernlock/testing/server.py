@@ -27,20 +27,20 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
-from kernlock.hubwire import LFS_HEADER as _LFS_HEADER
-from kernlock.hubwire import Abort as _Abort
-from kernlock.hubwire import Call as _Call
-from kernlock.hubwire import Entry as _Entry
-from kernlock.hubwire import Lfs as _Lfs
-from kernlock.hubwire import Response as _Response
-from kernlock.hubwire import error as _error
-from kernlock.hubwire import flag as _flag
-from kernlock.hubwire import join as _join
-from kernlock.hubwire import json_response as _json
-from kernlock.hubwire import page as _page
-from kernlock.hubwire import ranged as _ranged
-from kernlock.hubwire import split_revision as _split_revision
-from kernlock.hubwire import status_line as _status_line
+from kernlock.hub.wire import LFS_HEADER as _LFS_HEADER
+from kernlock.hub.wire import Abort as _Abort
+from kernlock.hub.wire import Call as _Call
+from kernlock.hub.wire import Entry as _Entry
+from kernlock.hub.wire import Lfs as _Lfs
+from kernlock.hub.wire import Response as _Response
+from kernlock.hub.wire import error as _error
+from kernlock.hub.wire import flag as _flag
+from kernlock.hub.wire import join as _join
+from kernlock.hub.wire import json_response as _json
+from kernlock.hub.wire import page as _page
+from kernlock.hub.wire import ranged as _ranged
+from kernlock.hub.wire import split_revision as _split_revision
+from kernlock.hub.wire import status_line as _status_line
 from kernlock.testing.concurrency import Concurrency, gated
 
 __all__ = [

@@ -24,7 +24,7 @@ import pytest
 from compat_matrix import MatrixSet, current, load
 from helpers import CPU_ENV, LockedProject, kernelize_silu_and_mul, run_cli, user_env_for, write_pyproject
 
-from kernlock import lockfile
+from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, move_branch, read_identity
 
 FA2 = "kernels-community/flash-attn2"

@@ -124,7 +124,7 @@ def test_serve_with_gunicorn_and_a_node_syncs_from_it(site: Site, tmp_path: Path
 
 
 def test_run_activates_the_lock_in_the_child(site: Site) -> None:
-    code = "from kernlock import activated; print(activated.settings().lockfile)"
+    code = "from kernlock.runtime import state as activated; print(activated.settings().lockfile)"
     done = _ok(site.cli("run", "--", sys.executable, "-c", code, env=site.offline))
     assert done.stdout.strip() == str(site.project / "kernels.lock")
 
@@ -138,7 +138,7 @@ def test_import_kernlock_activate_and_a_load_without_torch(site: Site) -> None:
     )
     code = (
         "import kernlock.activate, kernels\n"
-        "from kernlock import activated\n"
+        "from kernlock.runtime import state as activated\n"
         "print(activated.settings().mode)\n"
         "try:\n"
         "    kernels.has_kernel('kernels-community/activation', version=2)\n"

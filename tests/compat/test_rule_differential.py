@@ -30,8 +30,11 @@ from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from packaging.version import Version
 
-from kernlock import eligibility, variant_rule, variant_types, variants
-from kernlock.environment import Environment
+from kernlock.environments.environment import Environment
+from kernlock.resolve import eligibility
+from kernlock.variants import grammar as variants
+from kernlock.variants import rule as variant_rule
+from kernlock.variants import types as variant_types
 
 CASES = 5000
 

@@ -1,0 +1,3 @@
+"""Air-gapped sites: bundles of locked files and the read-only Hub mirror."""
+
+__all__: list[str] = []

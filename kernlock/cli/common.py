@@ -1,0 +1,89 @@
+"""What every kernlock command shares: the ``--project`` option, path options, and the error handling that turns
+a KernlockError into one clear message and exit 1 (used by :mod:`kernlock.cli.app` and :mod:`kernlock.cli.run`)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+from kernlock.errors import KernlockError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+__all__ = ["file_option_value", "folder_option_value", "handle_errors", "project_option"]
+
+
+project_option = click.option(
+    "--project",
+    "project_dir",
+    metavar="DIRECTORY",
+    callback=lambda _ctx, param, value: _path(value, param, folder=True, must_exist=True),
+    default=None,
+    help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
+)
+
+
+def _path(value: str | None, param: click.Parameter, *, folder: bool, must_exist: bool = False) -> Path | None:
+    """A file or folder option as a Path; an existing path of the other kind (or, with ``must_exist``, a missing
+    one) is a usage error. Checked here rather than by click.Path, whose import-time translations and pathlib would
+    cost ``--help`` and ``--version``: pathlib is imported only when the option is given."""
+    if value is None:
+        return None
+    from pathlib import Path
+
+    path = Path(value)
+    kind = "Directory" if folder else "File"
+    if must_exist and not path.exists():
+        raise click.BadParameter(f"{kind} {value!r} does not exist.", param=param)
+    if path.exists() and path.is_dir() != folder:
+        raise click.BadParameter(f"{kind} {value!r} is {'a file' if folder else 'a directory'}.", param=param)
+    return path
+
+
+def file_option_value(_ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    return _path(value, param, folder=False)
+
+
+def folder_option_value(_ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    return _path(value, param, folder=True)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Print a KernlockError as one clear message and exit 1; a traceback only with -v."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from kernlock.util import interrupt
+
+        try:
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # a reader that went away (`kernlock env | head`) is found here, not at exit
+            return result
+        except (interrupt.Interrupted, interrupt.Cancelled) as err:
+            from kernlock.cli.output import interrupted
+
+            interrupted(getattr(err, "exit_code", 130))
+        except KernlockError as err:
+            _fail(str(err))
+        except BrokenPipeError:
+            raise  # click ends the command quietly with exit 1, as a Unix tool whose reader is gone
+        except OSError as err:  # the local disk: a read-only project, a full cache...
+            where = f" ({err.filename})" if err.filename else ""
+            _fail(f"{err.strerror or err}{where}; check the folder's permissions and free space.")
+
+    return wrapper
+
+
+def _fail(message: str) -> None:
+    if click.get_current_context().find_root().params.get("verbose"):
+        import traceback
+
+        traceback.print_exc()
+    click.secho(f"error: {message}", fg="red", err=True)
+    sys.exit(1)

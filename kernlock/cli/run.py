@@ -1,0 +1,141 @@
+"""`kernlock run` (with `--record`) and `kernlock check`: parse arguments, call the library, print."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from kernlock.cli.common import handle_errors, project_option
+from kernlock.errors import KernlockError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["check", "run"]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--mode", type=click.Choice(["strict", "warn"]), help="Sets KERNLOCK_MODE for CMD (default: strict).")
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Record every Hub kernel request of CMD (unlocked ones load as in warn mode); then add the unlocked ones "
+    "to pyproject.toml with the revision asked and re-lock.",
+)
+@click.option("--dry-run", is_flag=True, help="With --record: print what was asked and would be added; change nothing.")
+@click.option("--no-lock", is_flag=True, help="With --record: add to pyproject.toml only; do not re-lock.")
+@click.option("-q", "--quiet", is_flag=True, help="Print no line saying the lock is active.")
+@project_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
+@handle_errors
+def run(
+    mode: str | None,
+    record: bool,
+    dry_run: bool,
+    no_lock: bool,
+    quiet: bool,
+    project_dir: Path | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
+    from kernlock.cli import output as cli_output
+    from kernlock.runtime import activation as runtime
+
+    if not record and (dry_run or no_lock):
+        raise click.UsageError("--dry-run and --no-lock go with --record.")
+    if record:
+        _run_recorded(mode, dry_run, no_lock, project_dir, command)
+        return
+    env, active = runtime.run_environment(project_dir / runtime.LOCK_NAME if project_dir is not None else None, mode)
+    cli_output.print_active(active, command, quiet)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "nt":  # no exec on Windows: wait and pass the exit status on
+        import subprocess
+
+        sys.exit(subprocess.call(list(command), env=env))
+    try:
+        os.execvpe(command[0], list(command), env)
+    except OSError as err:
+        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+
+
+def _run_recorded(
+    mode: str | None, dry_run: bool, no_lock: bool, project_dir: Path | None, command: tuple[str, ...]
+) -> None:
+    """`run --record`: CMD runs to its end (whatever its status), then the table, pyproject and the lock."""
+    import signal
+    import subprocess
+
+    from kernlock.cli import output_record as cli_output
+    from kernlock.commands import record as recordrun
+
+    if mode is not None:
+        raise click.UsageError("--record runs CMD in its own mode (unlocked kernels load, recorded): drop --mode.")
+    if dry_run and no_lock:
+        raise click.UsageError("--dry-run already changes nothing: drop --no-lock.")
+    prepared = recordrun.prepare(project_dir)
+    if prepared.created_lock:
+        click.echo(f"wrote {prepared.root / 'kernels.lock'} (no kernels yet): activation needs a lock to record")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is CMD's to handle; its records still count
+    try:
+        reset = None if os.name == "nt" else _default_sigint
+        code = subprocess.call(list(command), env=prepared.env, preexec_fn=reset)
+    except OSError as err:
+        from kernlock.runtime import records
+
+        records.remove_folder(prepared.folder)
+        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    gathered = recordrun.collect(prepared)
+    cli_output.print_record_table(code, gathered)
+    result = recordrun.finish(prepared, gathered, dry_run=dry_run, no_lock=no_lock)
+    cli_output.print_record_changes(result, dry_run=dry_run, no_lock=no_lock)
+    sys.exit(code)
+
+
+@click.command()
+@click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Check only this locked kernel (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--record", is_flag=True, help="Write the results to kernels.check.toml beside the lock.")
+@click.option(
+    "--dtype",
+    "dtypes",
+    multiple=True,
+    type=click.Choice(["float32", "bfloat16", "float16"]),
+    help="Check in this dtype (repeatable); default: float32, and bfloat16 on CUDA.",
+)
+@project_option
+@handle_errors
+def check(
+    kernels: tuple[str, ...], as_json: bool, record: bool, dtypes: tuple[str, ...], project_dir: Path | None
+) -> None:
+    """Numerical parity of each locked kernel this environment loads against the torch path it replaces (forward
+    and backward, this machine's device); exit 1 on a failure (see docs/check.md)."""
+    from kernlock.cli import output_record as output
+    from kernlock.commands import check as checking
+
+    report = checking.check(project_dir, list(kernels) or None, list(dtypes) or None, record=record)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        output.print_check(report)
+        if report.recorded is not None:
+            click.echo(f"wrote {report.recorded}")
+    if not report.ok:
+        sys.exit(1)
+
+
+def _default_sigint() -> None:
+    """In CMD (after fork): Ctrl-C does what it does by default, whatever kernlock set for itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -1,0 +1,111 @@
+"""``kernels.check.toml``: what `kernlock check --record` found, per locked build and machine (docs/check.md).
+
+Its own file beside the lock (the lock stays machine-independent). One ``[[check]]`` table per (repo, commit,
+variant, environment, device): a new result for the same key replaces the old one, every other entry is kept, so
+a team sees which environments were checked on which hardware. Entries are sorted: the same results give the same
+bytes. A file that does not read as such tables is refused with its name, never overwritten.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from kernlock.errors import ProjectError
+from kernlock.util.atomic import write_text_atomic
+
+if TYPE_CHECKING:
+    from kernlock.commands.check import CheckReport
+
+__all__ = ["FILE_NAME", "read", "write"]
+
+FILE_NAME = "kernels.check.toml"
+_HEADER = "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
+_KEY = ("repo", "commit", "variant", "environment", "device")
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """The entries of ``path`` (none when it does not exist); a file of another shape is an error."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ProjectError(
+            f"{path}: cannot read it ({err}); delete it and run `kernlock check --record` again."
+        ) from err
+    entries = data.get("check", [])
+    if set(data) - {"check"} or not isinstance(entries, list) or not all(_valid(e) for e in entries):
+        raise ProjectError(
+            f"{path} is not a `kernlock check --record` file; delete it and run `kernlock check --record` again."
+        )
+    return entries
+
+
+def _valid(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and all(isinstance(entry.get(k), str) for k in (*_KEY, "result"))
+        and isinstance(entry.get("cases", []), list)
+    )
+
+
+def write(folder: Path, report: CheckReport) -> Path:
+    """Merge ``report`` into ``folder/kernels.check.toml`` (atomically); returns its path."""
+    import tomlkit
+
+    from kernlock import __version__
+
+    path = folder / FILE_NAME
+    entries = {tuple(e[k] for k in _KEY): e for e in read(path)}
+    by_build: dict[tuple[str, str, str], list[Any]] = {}
+    for row in report.rows:
+        by_build.setdefault((row.kernel, row.commit, row.variant), []).append(row)
+    for (repo, commit, variant), rows in by_build.items():
+        cases = []
+        for row in rows:
+            case: dict[str, Any] = {"case": row.case, "result": row.verdict}
+            if row.error is not None:
+                case["max-abs-error"] = float(f"{row.error:.3e}")
+            if row.tolerance is not None:
+                case["tolerance"] = float(f"{row.tolerance:.3e}")
+            cases.append(case)
+        failed = any(row.verdict == "FAIL" for row in rows)
+        checked = any(row.verdict == "pass" for row in rows)
+        entry = {
+            "repo": repo,
+            "commit": commit,
+            "variant": variant,
+            "environment": report.environment,
+            "device": report.device,
+            "result": "FAIL" if failed else "pass" if checked else "not checked",
+            "kernlock": __version__,
+            "cases": cases,
+        }
+        entries[tuple(entry[k] for k in _KEY)] = entry
+    document = tomlkit.document()
+    document.add(tomlkit.comment(_HEADER.removeprefix("# ")))
+    tables = tomlkit.aot()
+    for key in sorted(entries):
+        table = tomlkit.table()
+        for name, item in entries[key].items():
+            if name == "cases":
+                array = tomlkit.array()
+                array.multiline(True)
+                for case in item:
+                    inline = tomlkit.inline_table()
+                    inline.update(case)
+                    array.append(inline)
+                table[name] = array
+            else:
+                table[name] = item
+        tables.append(table)
+    document["check"] = tables
+    write_text_atomic(path, tomlkit.dumps(document))
+    return path

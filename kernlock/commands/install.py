@@ -1,0 +1,195 @@
+"""`kernlock sync`, `verify` and `show`: this machine's locked files in the kernel cache, verified."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernlock.commands.lock import LockResult, lock_project, read_lock, stale_reason, target_environments
+from kernlock.environments.environment import detect
+from kernlock.errors import DamagedLockError, KernlockError, LockError, UnreachableError
+from kernlock.lock import index as lockindex
+from kernlock.lock.model import Lock, Signature
+from kernlock.project import inputs as projects
+from kernlock.project.inputs import Project, Upgrade
+from kernlock.util import hfenv, interrupt
+from kernlock.util.sharing import cache_lock, kernlock_folder
+
+if TYPE_CHECKING:
+    from kernlock.hub.client import Hub
+    from kernlock.sync import engine as syncing
+    from kernlock.sync.verify import VerifyResult
+
+__all__ = ["ShowResult", "show", "sync", "sync_after_add", "this_environment", "verify"]
+
+
+def this_environment(lock: Lock) -> str:
+    """This machine's environment string, which must be one the lock covers."""
+    env = str(detect())
+    if env not in lock.environments:
+        raise LockError(
+            f"this machine ({env}) is not an environment of kernels.lock (it covers {', '.join(lock.environments)}); "
+            "add it to `environments` in [tool.kernlock] and run `kernlock lock`, or fill a shared cache with "
+            "`kernlock sync --all-environments`."
+        )
+    return env
+
+
+def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, hub: Hub | None) -> LockResult:
+    """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale, under the
+    project lock (``.kernlock/lock.lock``): 8 ranks syncing a stale lock at once resolve it once and write it once,
+    and every rank syncs the same commits (where the filesystem cannot lock, each re-locks). A lock that fails its
+    checks is refused in every mode: only `kernlock lock` repairs it (it may not move a pin)."""
+    if frozen:
+        return LockResult(lock=read_lock(project), written=False, reason=None)
+    if locked or offline:
+        try:
+            return lock_project(project, Upgrade(), check=True, hub=hub)
+        except LockError as err:
+            if not offline or locked or isinstance(err, DamagedLockError):
+                raise
+            raise LockError(
+                f"{err} `--offline` cannot re-lock: run `kernlock lock` online first, or use the lock as it is "
+                "with `kernlock sync --offline --frozen`."
+            ) from err
+    try:
+        return lock_project(project, Upgrade(), check=True, hub=hub)  # up to date: no project lock, no request
+    except DamagedLockError:
+        raise
+    except LockError:
+        pass  # stale: one process at a time re-locks; the others wait, then read what it wrote (no request)
+    with cache_lock(kernlock_folder(project.root) / "lock.lock"):
+        return lock_project(project, Upgrade(), hub=hub, repair=False)
+
+
+def sync(
+    root: Path | None = None,
+    all_environments: bool = False,
+    locked: bool = False,
+    frozen: bool = False,
+    offline: bool = False,
+    hub: Hub | None = None,
+    progress: bool = True,
+) -> syncing.SyncReport:
+    """Download and verify the locked files this environment needs (``all_environments``: every locked one).
+
+    Default: re-lock first when kernels.lock is stale; ``locked``: fail instead; ``frozen``: use it as is.
+    ``offline``: no request; verify what is in the cache and fail naming anything missing or corrupt.
+    """
+    from kernlock.sync import engine as syncing
+
+    if locked and frozen:
+        raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
+    interrupt.reset()
+    offline = offline or hfenv.offline()
+    project = projects.load(projects.locate(root))
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    try:
+        result = _lock_for_sync(project, locked, frozen, offline, hub)
+        environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
+        report = syncing.sync(
+            result.lock, environments, hub=hub, offline=offline, progress=progress, trusted_root=trusted_root
+        )
+    except UnreachableError as err:  # only sync's own words may point to its offline mode
+        raise UnreachableError(
+            f"{err} What is already synced still loads: `kernlock sync --offline --frozen` checks it with no network."
+        ) from err
+    lockindex.prime(project.lockfile, result.lock, environments)  # the first process after this reads no lock
+    return replace(report, relocked=result.reason if result.written else None)
+
+
+def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None) -> syncing.SyncReport | None:
+    """Sync this machine with the lock `add` just wrote (in the project at ``root``, None: the enclosing one);
+    None when the lock does not cover this machine."""
+    from kernlock.sync import engine as syncing
+
+    project = projects.load(projects.locate(root))
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    environment = str(detect())
+    if environment not in lock.environments:
+        return None
+    return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline(), trusted_root=trusted_root)
+
+
+def verify(root: Path | None = None, all_environments: bool = False) -> VerifyResult:
+    """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
+    locked variant) must be present. Returns the problems; none (``.ok``) means intact."""
+    from kernlock.sync import verify as verifying
+
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    if all_environments:
+        required = list(lock.environments)
+    else:
+        try:
+            required = [env for env in [str(detect())] if env in lock.environments]
+        except KernlockError:
+            required = []
+    return verifying.verify(lock, required, trusted_root=project.signatures.trusted_root_path(project.root))
+
+
+def _signer(signature: Signature | str | None) -> str | None:
+    """Who signed, in a few words: ``owner/repo workflow.yaml@ref``, ``"unsigned"``, or None (not recorded)."""
+    if not isinstance(signature, Signature):
+        return signature
+    workflow = signature.signer.split("/.github/workflows/", 1)[-1]
+    return f"{signature.repository} {workflow}"
+
+
+def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None:
+    """The lock's record, as ``show --json`` gives it."""
+    if not isinstance(signature, Signature):
+        return signature
+    return {
+        "signer": signature.signer,
+        "repository": signature.repository,
+        "issuer": signature.issuer,
+        "log-index": signature.log_index,
+        "integrated-time": signature.integrated_time,
+        "bundle": signature.bundle,
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShowResult:
+    rows: list[dict[str, Any]]  # one per lock entry
+    stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
+
+
+def show(root: Path | None = None) -> ShowResult:
+    """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
+    whether the lock is stale."""
+    from kernlock.sync import cache
+    from kernlock.sync import check as variantcheck
+
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    try:
+        stale = stale_reason(project, lock, target_environments(project))
+    except KernlockError as err:
+        stale = str(err)
+    try:
+        env: str | None = str(detect())
+    except KernlockError:
+        env = None
+    rows = []
+    for kernel in lock.kernels:
+        variant = kernel.variant_for(env) if env else None
+        rows.append(
+            {
+                "repo": kernel.repo,
+                "requested": kernel.requested,
+                "ref": kernel.ref,
+                "commit": kernel.commit,
+                "environments": list(kernel.environments),
+                "required_by": list(kernel.required_by),
+                "environment": env,
+                "variant": variant.name if variant else None,
+                "synced": variantcheck.is_synced(kernel, variant) if variant else None,
+                "path": str(cache.variant_path(kernel, variant)) if variant else None,
+                "signer": _signer(variant.signature) if variant else None,
+                "signature": _signature(variant.signature) if variant else None,
+            }
+        )
+    return ShowResult(rows=rows, stale=stale)

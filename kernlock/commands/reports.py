@@ -1,0 +1,89 @@
+"""`kernlock env` and `kernlock outdated`: what this machine is and loads, and what moved on the Hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernlock.commands.lock import hub_client, read_lock, target_environments
+from kernlock.environments.environment import detect_with_facts
+from kernlock.errors import KernlockError, LockError
+from kernlock.project import inputs as projects
+from kernlock.util import interrupt
+
+if TYPE_CHECKING:
+    from kernlock.hub.client import Hub
+    from kernlock.resolve.outdated import Report
+
+__all__ = ["env_report", "outdated"]
+
+
+def env_report(root: Path | None = None) -> dict[str, Any]:
+    """This machine's environment, library versions, the transformers gate, and each locked kernel's variant.
+    A machine whose environment cannot be detected (no torch: a lock-only machine, or a Python torch has no build
+    for) is reported all the same: ``environment`` None and ``environment_error`` saying why."""
+    from kernlock.environments import facts
+    from kernlock.environments.compat import SUPPORTED, installed, legacy_loader, transformers_gate
+
+    try:
+        machine = detect_with_facts()
+    except KernlockError as err:
+        machine, unknown = None, str(err)
+    environment = None if machine is None else str(machine)
+    report: dict[str, Any] = {
+        "environment": environment,
+        "declared": None if machine is None else {"name": environment, **machine.extras.as_data()},
+        "versions": {name: installed(name) for name in SUPPORTED},
+        "kernels": [],
+    }
+    if machine is None:
+        report["environment_error"] = unknown
+    gate = transformers_gate()
+    if gate is not None:
+        report["transformers_gate"] = {"ok": gate.ok, "message": gate.message()}
+    unsupported = legacy_loader()
+    if unsupported is not None:
+        report["unsupported_loader"] = unsupported
+    # The installed loader's generation (read from its files: kernels is not imported) and what kernlock covers.
+    from kernlock.runtime import loaders
+
+    probe = loaders.probe_files()
+    report["loader"] = {"generation": probe.generation, "kernels": probe.kernels}
+    if probe.missing:
+        report["loader"]["missing"] = list(probe.missing)
+    gated = None
+    if gate is not None and not gate.ok:
+        gated = f"transformers {gate.transformers} loads no Hub kernel with kernels {gate.kernels} (its version gate)"
+    report["load_paths"] = loaders.load_paths(probe.generation, gated)
+    found = projects.locate(root) if root is not None else projects.find_root()
+    project = projects.load(found or Path.cwd())
+    if environment is not None and project.lockfile.exists():
+        try:
+            lock = read_lock(project)
+        except LockError as err:
+            report["lock_error"] = str(err)
+            return report
+        differ = facts.differences(lock.facts_for(environment), report["declared"])
+        if differ:
+            report["facts_differ"] = differ
+        for repo in lock.repos:
+            entry = lock.entry_for(repo, environment)
+            variant = entry.variant_for(environment) if entry else None
+            report["kernels"].append(
+                {
+                    "repo": repo,
+                    "commit": entry.commit if entry else None,
+                    "variant": variant.name if variant else None,
+                }
+            )
+    return report
+
+
+def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
+    """`kernlock outdated`: moved refs, newer versions and what `lock --upgrade` would change, per locked kernel."""
+    from kernlock.resolve import outdated as outdating
+
+    interrupt.reset()
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    return outdating.report(project, lock, target_environments(project), hub_client(hub))

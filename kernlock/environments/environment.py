@@ -1,0 +1,312 @@
+"""Environments: the machine a lock targets, written in the Hub's build-variant grammar.
+
+An environment string such as ``torch213-cxx11-cpu-x86_64-linux`` describes a machine (torch 2.13, C++11 ABI,
+no accelerator, x86_64 Linux). Which build variant such a machine loads is decided by kernlock's own, versioned
+copy of the kernels loader's rule (:mod:`kernlock.variants.grammar`, ``RULE``), called with the environment's facts
+instead of this machine's, so that a lock made anywhere picks what the loader picks on the target. Nothing here
+imports ``kernels`` except the probe of a machine whose torch is already imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from kernlock.environments import facts as optional
+from kernlock.errors import EnvironmentStringError, KernlockError
+from kernlock.variants import grammar as variants
+from kernlock.variants import rule as variant_rule
+from kernlock.variants import types as variant_types
+
+__all__ = [
+    "Environment",
+    "detect",
+    "detect_with_facts",
+]
+
+
+# Metal builds need macOS 26; an environment that does not declare its macOS version is taken to be a machine
+# that can run the Metal builds it names.
+_METAL_MACOS = variants.METAL_MIN_MACOS
+
+_GRAMMAR = (
+    "expected torch{M}{m}[-cxx11|-cxx98]-{backend}-{cpu}-{os}, e.g. torch213-cxx11-cpu-x86_64-linux or "
+    "torch211-cxx11-cu128-x86_64-linux (run `kernlock env` to print this machine's)"
+)
+
+
+def _with_abi_rule(name: str) -> str:
+    """``name`` (a Torch arch variant) with the ABI tag an environment of its OS needs: cxx11 on Linux
+    when missing, none elsewhere."""
+    parsed = variants.parse_variant(name)
+    assert isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.Torch)
+    abi = True if parsed.os == "linux" else None
+    if parsed.framework.cxx11_abi is None or abi is None:
+        parsed = replace(parsed, framework=replace(parsed.framework, cxx11_abi=abi))
+    return parsed.variant_str
+
+
+def _suggest_environment(text: str) -> str | None:
+    """A valid environment string close to ``text``, or None."""
+    suggestion = variants.suggest_variant_name(text)
+    if suggestion is None:
+        return None
+    parsed = variants.parse_variant(suggestion)
+    if not (isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.Torch)):
+        return None
+    suggestion = _with_abi_rule(suggestion)
+    return suggestion if suggestion != text else None
+
+
+def _not_an_environment(text: str, reason: str, hint: str | None = None) -> EnvironmentStringError:
+    suggestion = _suggest_environment(text)
+    if suggestion:
+        return EnvironmentStringError(f"'{text}' is not an environment string: {reason}; did you mean '{suggestion}'?")
+    detail = f" ({hint})" if hint else ""
+    return EnvironmentStringError(f"'{text}' is not an environment string: {reason}{detail}; {_GRAMMAR}.")
+
+
+def _parse_environment(text: str) -> variant_types.ArchVariant:
+    try:
+        parsed = variants.parse_variant(text)
+    except variants.VariantNameError as err:
+        raise _not_an_environment(text, err.reason, err.hint) from None
+    if isinstance(parsed, variant_types.NoarchVariant):
+        raise _not_an_environment(text, "a noarch build name, not a machine")
+    if isinstance(parsed.framework, variant_types.TorchStableAbi):
+        raise _not_an_environment(text, "a stable-ABI build name, not a machine (a machine has a torch version)")
+    if isinstance(parsed.framework, variant_types.TvmFfi):
+        raise _not_an_environment(text, "a tvm-ffi build name, not a machine (a machine has a torch version)")
+    if parsed.os == "linux" and parsed.framework.cxx11_abi is None:
+        raise EnvironmentStringError(
+            f"'{text}' names a Linux machine without its C++ ABI; write "
+            f"'{text.replace('-', '-cxx11-', 1)}' (torch's default) or the -cxx98 form."
+        )
+    if parsed.os != "linux" and parsed.framework.cxx11_abi is not None:
+        raise EnvironmentStringError(
+            f"'{text}' gives a {parsed.os} machine a C++ ABI tag, which only Linux machines have; "
+            f"did you mean '{_with_abi_rule(text)}'?"
+        )
+    return parsed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class Environment:
+    """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS (its ``name``, the
+    environment string), and the optional facts the loader also decides on (``extras``: GPU compute capabilities,
+    Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.environments.facts.Facts`). A frozen value, equal,
+    hashed and ordered by name alone (``extras`` is left out); its parse is made once, on first use, and kept."""
+
+    name: str
+    extras: optional.Facts = field(default_factory=optional.Facts, compare=False)
+    _parsed: variant_types.ArchVariant | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Environment:
+        """Parse an environment string; raise EnvironmentStringError naming the grammar (or a close valid
+        string) on bad input."""
+        if not isinstance(text, str):
+            raise EnvironmentStringError(f"{text!r} is not an environment string; {_GRAMMAR}.")
+        env = cls(name=text.strip())
+        env._parts  # noqa: B018 - validates
+        return env
+
+    @classmethod
+    def from_declared(cls, value: object) -> Environment:
+        """An environment as pyproject declares it: a string, or a table ``{ name = "...", <facts> }``
+        (:data:`kernlock.environments.facts.TABLE_FORM`); EnvironmentStringError naming the fix on bad input."""
+        if not isinstance(value, dict):
+            return cls.parse(value)  # type: ignore[arg-type]
+        name = value.get("name")
+        if not isinstance(name, str):
+            raise EnvironmentStringError(
+                f"an environment table needs a string `name` (found {', '.join(map(str, value)) or 'nothing'}); "
+                f"e.g. {optional.TABLE_FORM}."
+            )
+        env = cls.parse(name)
+        try:
+            found = optional.parse(value, env.backend, env.os)
+        except optional.FactError as err:
+            end = "" if str(err).endswith("?") else "."
+            raise EnvironmentStringError(f"environment {env}: {err}{end}") from None
+        return cls(name=env.name, extras=found)
+
+    def declared(self) -> str | dict[str, Any]:
+        """How pyproject declares it: the string, or ``{ name, <facts> }`` when it declares facts."""
+        data = self.extras.as_data()
+        return {"name": self.name, **data} if data else self.name
+
+    @property
+    def _parts(self) -> variant_types.ArchVariant:
+        parsed = self._parsed
+        if parsed is None:
+            parsed = _parse_environment(self.name)
+            object.__setattr__(self, "_parsed", parsed)
+        return parsed
+
+    @property
+    def _framework(self) -> variant_types.Torch:
+        framework = self._parts.framework
+        assert isinstance(framework, variant_types.Torch)
+        return framework
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def kernels(self) -> Version | None:
+        """The kernels loader version declared for this environment (None: not declared)."""
+        return self.extras.kernels
+
+    @property
+    def torch(self) -> Version:
+        return self._framework.version
+
+    @property
+    def backend(self) -> str:
+        """The backend as written in variants: ``cpu``, ``cu128``, ``rocm64``, ``metal``..."""
+        return self._parts.backend.variant_str
+
+    @property
+    def cpu(self) -> str:
+        return self._parts.cpu
+
+    @property
+    def os(self) -> str:
+        return self._parts.os
+
+    def facts(self) -> dict[str, Version | str | None]:
+        """The values that `when` conditions compare: torch, cuda, rocm, os, arch."""
+        backend = self._parts.backend
+        return {
+            "torch": self.torch,
+            "cuda": backend.version if isinstance(backend, variant_types.CUDA) else None,
+            "rocm": backend.version if isinstance(backend, variant_types.ROCm) else None,
+            "os": self.os,
+            "arch": self.cpu,
+        }
+
+    def accepted_variants(self, names: Iterable[str]) -> list[str]:
+        """The variants among ``names`` this environment can load, most preferred first (the loader's rule,
+        kernlock's copy; names outside the grammar are ignored, as the loader ignores names it cannot parse).
+        Names are taken in sorted order, so the loader's ties are broken the same way wherever kernlock runs."""
+        parsed = []
+        for name in sorted(set(names)):
+            try:
+                parsed.append(variants.parse_variant(name))
+            except ValueError:
+                continue
+        framework = self._framework
+        accepted = variant_rule.accepted_variants(
+            parsed,
+            backend=self._parts.backend,
+            cpu=self.cpu,
+            os=self.os,
+            torch_version=framework.version,
+            torch_cxx11_abi=framework.cxx11_abi,
+            tvm_ffi_version=self.extras.tvm_ffi_minor,
+            macos_version=self.extras.macos or (_METAL_MACOS if self.os == "darwin" else None),
+            free_threaded=self.extras.free_threaded,
+        )
+        return [variant.variant_str for variant in accepted]
+
+    def select_variant(self, names: Iterable[str]) -> str | None:
+        """The variant the kernels loader would load on this environment, or None."""
+        accepted = self.accepted_variants(names)
+        return accepted[0] if accepted else None
+
+
+def detect() -> Environment:
+    """This machine as an environment string, from the installed torch and the kernels backend probe.
+
+    When torch is not imported yet (the CLI), the facts come from torch's own ``version.py`` without importing
+    torch (two seconds saved per command); machines where that could differ from the loader's probe (accelerator
+    plugins, macOS, torch < 2.7) take the full path. A test checks that both paths agree.
+    """
+    name = None if "torch" in sys.modules else _detect_from_version_file()
+    return Environment.parse(name or _detect_with_torch())
+
+
+def detect_with_facts() -> Environment:
+    """This machine with its optional facts (:func:`kernlock.environments.facts.detect`; torch is imported only on a CUDA
+    machine, for the GPUs' compute capabilities)."""
+    env = detect()
+    return Environment(name=env.name, extras=optional.detect(env.backend, env.os))
+
+
+def _platform() -> tuple[str, str]:
+    """(cpu, os) as the loader names them. ``os.uname()`` is what ``platform.machine()``/``system()`` read on
+    POSIX; the ``platform`` module (~10 ms to import and ask) is used on Windows only."""
+    if sys.platform == "win32":
+        import platform
+
+        cpu, system = platform.machine(), platform.system().lower()
+    else:
+        uname = os.uname()
+        cpu, system = uname.machine, uname.sysname.lower()
+    if system == "darwin":
+        cpu = "aarch64" if cpu == "arm64" else cpu
+    elif system == "windows":
+        cpu = "x86_64" if cpu == "AMD64" else cpu
+    return cpu, system
+
+
+def _detect_with_torch() -> str:
+    try:
+        import torch
+    except ImportError as err:
+        raise KernlockError(
+            "cannot detect this environment: torch is not installed. Install torch, or declare "
+            "`environments = [...]` in [tool.kernlock]."
+        ) from err
+    from kernels.backends import _backend
+
+    version = Version(torch.__version__.split("+")[0])
+    cpu, system = _platform()
+    abi = ""
+    if system == "linux":
+        abi = "-cxx11" if torch.compiled_with_cxx11_abi() else "-cxx98"
+    return f"torch{version.major}{version.minor}{abi}-{_backend().variant_str}-{cpu}-{system}"
+
+
+_PLUGINS = ("torch_neuronx", "torch_tpu", "torch_npu", "torch_xla")
+
+
+def _detect_from_version_file() -> str | None:
+    """The environment from ``torch/version.py`` alone (Linux, torch >= 2.7, no accelerator plugin), else None."""
+    cpu, system = _platform()
+    spec = importlib.util.find_spec("torch")
+    if system != "linux" or spec is None or not spec.submodule_search_locations:
+        return None
+    if any(importlib.util.find_spec(plugin) is not None for plugin in _PLUGINS):
+        return None
+    facts: dict[str, Any] = {}
+    try:
+        source = Path(next(iter(spec.submodule_search_locations)), "version.py").read_text()
+        exec(compile(source, "torch/version.py", "exec"), facts)  # a file of constants
+        version = Version(str(facts["__version__"]).split("+")[0])
+    except (OSError, KeyError, SyntaxError, InvalidVersion):
+        return None
+    if version < Version("2.7"):
+        return None  # older torch builds shipped both C++ ABIs: ask torch itself
+    backend: variant_types.Backend
+    try:
+        if facts.get("cuda"):
+            backend = variant_types.CUDA(version=Version(facts["cuda"]))
+        elif facts.get("hip"):
+            backend = variant_types.ROCm(version=Version(facts["hip"].split("-")[0]))
+        elif facts.get("xpu"):
+            xpu = facts["xpu"]
+            backend = variant_types.XPU(version=Version(f"{xpu[0:4]}.{xpu[5:6]}"))
+        else:
+            backend = variant_types.CPU()
+    except (InvalidVersion, TypeError, AttributeError):
+        return None
+    return f"torch{version.major}{version.minor}-cxx11-{backend.variant_str}-{cpu}-{system}"

@@ -1,0 +1,178 @@
+"""The kernels library's own lock: its JSON ``kernels.lock`` and the ``[tool.kernels.dependencies]`` table.
+
+kernlock reads both (to recognise a project that uses them and to migrate it, :mod:`kernlock.resolve.migrate`) and writes
+the JSON format (:mod:`kernlock.lock.export`); it never overwrites a JSON lock (:func:`check_project`).
+The format, as kernels 0.17 writes and reads it (unknown keys are refused there, so nothing can be added)::
+
+    [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<40 hex>"}}, ...]
+
+``"revision": "<branch, tag or sha>"`` stands for ``"version"`` when the dependency is not a version branch.
+Older kernels (before kernel repositories) wrote ``[{"repo_id": ..., "sha": ..., "variants": {...}}]``: read too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernlock.errors import ForeignLockError, ProjectError
+from kernlock.util import names
+
+if TYPE_CHECKING:
+    from kernlock.project.inputs import Project
+
+__all__ = [
+    "MOVED_NAME",
+    "ForeignPin",
+    "check_project",
+    "foreign_lock_message",
+    "kernels_dependencies",
+    "looks_like_json_lock",
+    "parse_json_lock",
+    "render_json_lock",
+]
+
+
+#: Where `kernlock import` moves the kernels library's JSON lock (byte for byte).
+MOVED_NAME = "kernels.lock.json"
+_VERSION = re.compile(r"v(\d{1,4})")
+_CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForeignPin:
+    """One entry of a kernels JSON lock: a repo, the revision it was asked at (``vN`` for a version) and its commit."""
+
+    repo: str
+    rev: str
+    commit: str
+
+
+def looks_like_json_lock(text: str) -> bool:
+    """Whether lock text is JSON (the kernels library's lock) rather than TOML (kernlock's), also when it is cut
+    off or holds git merge-conflict markers (``[{`` or ``[]`` never starts a TOML document)."""
+    if "<<<<<<< " in text:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(_CONFLICT_MARKERS))
+    start = text.lstrip()[:1]
+    if start == "{" or (start == "[" and text.lstrip()[1:].lstrip()[:1] in ("{", "]")):
+        return True
+    if start != "[":
+        return False
+    try:
+        return isinstance(json.loads(text), list)
+    except (ValueError, RecursionError):
+        return False
+
+
+def foreign_lock_message(where: str) -> str:
+    """The error for a kernels JSON lock where kernlock expects its own: kept as it is, and the migration named."""
+    return (
+        f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite "
+        "it. Run `kernlock import` to migrate it (its commits are kept, the JSON lock is moved to "
+        f"{MOVED_NAME}), or remove it to start over."
+    )
+
+
+def parse_json_lock(text: str, where: str) -> list[ForeignPin]:
+    """The pins of a kernels JSON lock; ProjectError naming the entry that is not one."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ProjectError(f"{where} is not valid JSON ({err}); restore it from version control.") from None
+    if not isinstance(data, list):
+        raise ProjectError(f"{where}: expected a JSON list of locked kernels; restore it from version control.")
+    pins = []
+    for index, item in enumerate(data):
+        try:
+            pins.append(_pin(item))
+        except (ValueError, TypeError, KeyError) as err:
+            raise ProjectError(
+                f"{where}: entry #{index + 1} is not a locked kernel ({err}); restore it from version control."
+            ) from None
+    return pins
+
+
+def _pin(item: object) -> ForeignPin:
+    if not isinstance(item, dict):
+        raise ValueError("not an object")
+    if "dependency" in item:
+        dep, lock = item["dependency"], item["lock"]
+        repo, commit = dep["repo-id"], lock["commit"]
+        version, revision = dep.get("version"), dep.get("revision")
+        if isinstance(version, int) and not isinstance(version, bool) and 0 <= version < 10_000:
+            rev = f"v{version}"
+        elif version is None and isinstance(revision, str):
+            rev = revision
+        else:
+            raise ValueError("no integer `version` or string `revision`")
+    else:  # the format of kernels before 0.13
+        repo, commit, rev = item["repo_id"], item["sha"], item["sha"]
+    names.check_repo(repo)
+    names.check_commit(commit)
+    names.check_ref(rev)
+    return ForeignPin(repo=repo, rev=rev, commit=commit)
+
+
+def render_json_lock(pins: list[ForeignPin]) -> str:
+    """The kernels library's lock text for ``pins`` (its own bytes: two-space indent, one entry per pin)."""
+    entries = []
+    for pin in pins:
+        match = _VERSION.fullmatch(pin.rev)
+        dependency: dict[str, object] = {"repo-id": pin.repo}
+        if match:
+            dependency["version"] = int(match.group(1))
+        else:
+            dependency["revision"] = pin.rev
+        entries.append({"dependency": dependency, "lock": {"commit": pin.commit}})
+    return json.dumps(entries, indent=2)  # as kernels writes it: no newline at the end
+
+
+def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str]:
+    """``[tool.kernels.dependencies]`` of the parsed ``pyproject`` (``data``) as repo -> ``vN`` (empty when there
+    is none); :func:`kernlock.project.inputs.load` reads it with the rest of the file."""
+    tool = data.get("tool")
+    kernels = tool.get("kernels") if isinstance(tool, dict) else None
+    table = kernels.get("dependencies") if isinstance(kernels, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    found: dict[str, str] = {}
+    for repo, version in table.items():
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 10_000:
+            raise ProjectError(
+                f"{pyproject}: [tool.kernels.dependencies] {repo} = {version!r} is not a version number (kernels "
+                'wants e.g. "org/name" = 1); fix it, then run `kernlock import`.'
+            )
+        try:
+            names.check_repo(repo)
+        except ValueError as err:
+            raise ProjectError(f"{pyproject}: [tool.kernels.dependencies] {repo!r}: {err}.") from None
+        twin = next((other for other in found if other.casefold() == repo.casefold()), None)
+        if twin is not None:
+            raise ProjectError(
+                f"{pyproject}: [tool.kernels.dependencies] names {twin} twice (as {repo!r} too; repo ids ignore "
+                "letter case); keep one, then run `kernlock import`."
+            )
+        found[repo] = f"v{version}"
+    return found
+
+
+def check_project(project: Project) -> None:
+    """Refuse to work on a project that still uses the kernels library's lock: a JSON kernels.lock (never
+    overwritten) or kernels declared in ``[tool.kernels.dependencies]`` (which kernlock would ignore)."""
+    lock = project.lockfile
+    try:
+        text = lock.read_text("utf-8", "replace")
+    except OSError:
+        text = ""  # no lock (or an unreadable one: reading it names the problem)
+    if looks_like_json_lock(text):
+        raise ForeignLockError(foreign_lock_message(str(lock)))
+    declared = project.foreign_dependencies
+    if declared:
+        raise ForeignLockError(
+            f"{project.pyproject} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
+            "kernels library's table), which kernlock does not read; run `kernlock import` to move them into "
+            "[tool.kernlock.kernels]."
+        )

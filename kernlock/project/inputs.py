@@ -1,0 +1,323 @@
+"""The project's inputs: the [tool.kernlock] table of pyproject.toml <-> Requirements.
+
+Reading validates every entry and names the offending key; edits (:mod:`kernlock.project.edit`) go through
+tomlkit so that comments, order and formatting of everything else in pyproject.toml are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from kernlock.environments import facts
+from kernlock.environments.environment import Environment
+from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
+from kernlock.lock import foreign
+from kernlock.lock.file import LOCK_NAME
+from kernlock.project import signatures as sigpolicy
+from kernlock.project.conditions import Condition
+from kernlock.project.signatures import SignaturePolicy
+from kernlock.util import names
+from kernlock.util.wording import noun
+
+__all__ = [
+    "PYPROJECT",
+    "Pin",
+    "Project",
+    "Requirement",
+    "Spec",
+    "Upgrade",
+    "find_root",
+    "load",
+    "locate",
+]
+
+
+PYPROJECT = "pyproject.toml"
+_VCS = (".git", ".hg", ".svn")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pin:
+    """One revision of a requirement, optionally only for environments where ``when`` holds."""
+
+    rev: str
+    when: Condition | None = None
+
+    def as_data(self) -> dict[str, str]:
+        data = {"rev": self.rev}
+        if self.when is not None:
+            data["when"] = self.when.text
+        return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Requirement:
+    """A requested kernel repo: its pins (first match wins) and whether its publisher is trusted by hand."""
+
+    repo: str
+    pins: tuple[Pin, ...]
+    trust: bool = False
+
+    @property
+    def org(self) -> str:
+        return self.repo.split("/", 1)[0]
+
+    def pin_for(self, env: Environment) -> Pin:
+        """The first pin whose `when` holds on ``env``; SpecError naming the environment if none does."""
+        for pin in self.pins:
+            if pin.when is None or pin.when.matches(env):
+                return pin
+        raise SpecError(
+            f"no entry for {self.repo} in [tool.kernlock.kernels] applies to environment {env}; "
+            f'add a fallback entry without `when`, e.g. {{ rev = "{self.pins[-1].rev}" }}.'
+        )
+
+    def as_data(self) -> dict[str, Any]:
+        return {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spec:
+    """A command-line spec ``org/name[@rev]``."""
+
+    repo: str
+    rev: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> Spec:
+        """Parse ``org/name[@rev]``; raise SpecError showing the accepted forms."""
+        repo, _, rev = text.strip().partition("@")
+        if (
+            not _valid(names.check_repo, repo)
+            or (rev and not _valid(names.check_ref, rev))
+            or text.strip().endswith("@")
+        ):
+            raise SpecError(
+                f"invalid kernel spec '{text}': expected org/name or org/name@rev "
+                "(rev: a version branch like v1, a tag, a branch or a commit sha), "
+                "e.g. kernels-community/activation@v1."
+            )
+        return cls(repo=repo, rev=rev or None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upgrade:
+    """What may move: everything, or some kernels; nothing by default (existing pins are kept)."""
+
+    all: bool = False
+    kernels: frozenset[str] = frozenset()
+
+    def allows(self, repo: str) -> bool:
+        return self.all or repo in self.kernels
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Project:
+    """A project directory and its parsed [tool.kernlock] table (a changed project is a new value:
+    ``replace(project, requirements=...)``)."""
+
+    root: Path
+    requirements: dict[str, Requirement] = field(default_factory=dict)
+    environments: list[Environment] | None = None
+    #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
+    #: the project until `kernlock import` moves them (:func:`kernlock.lock.foreign.check_project`).
+    foreign_dependencies: dict[str, str] = field(default_factory=dict)
+    #: ``[tool.kernlock.signatures]`` (the defaults when the table is absent).
+    signatures: SignaturePolicy = field(default_factory=SignaturePolicy)
+
+    @property
+    def pyproject(self) -> Path:
+        return self.root / PYPROJECT
+
+    @property
+    def lockfile(self) -> Path:
+        return self.root / LOCK_NAME
+
+    def requires_hash(self) -> str:
+        """Digest of the normalized [tool.kernlock] table: the lock is stale when it changes."""
+        data = {
+            "environments": [e.declared() for e in sorted(self.environments)] if self.environments else None,
+            "kernels": {repo: self.requirements[repo].as_data() for repo in sorted(self.requirements)},
+        }
+        if self.signatures.declared:  # only a declared table counts: adding kernlock's defaults moves no hash
+            data["signatures"] = self.signatures.as_data()
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def find_root(start: Path | str | None = None) -> Path | None:
+    """The nearest folder from ``start`` (default: the current one) upward that holds a pyproject.toml,
+    stopping at a version-control root (``.git``, ``.hg``, ``.svn``) or the filesystem root; None if none."""
+    folder = Path(start or Path.cwd()).resolve()
+    while True:
+        if (folder / PYPROJECT).is_file():
+            return folder
+        if any((folder / vcs).exists() for vcs in _VCS) or folder.parent == folder:
+            return None
+        folder = folder.parent
+
+
+def locate(root: Path | str | None) -> Path:
+    """``root`` when given (``--project``), else the nearest enclosing project; ProjectError when there is none."""
+    if root is not None:
+        return Path(root).resolve()
+    found = find_root()
+    if found is None:
+        raise ProjectError(
+            f"no pyproject.toml in {Path.cwd()} or any parent folder (up to the repository root); run the command "
+            "in your project, pass --project DIR, or create one with `kernlock add org/name`."
+        )
+    return found
+
+
+def load(root: Path | str) -> Project:
+    """Read ``root/pyproject.toml``; a missing file or table gives an empty project."""
+    root = Path(root).resolve()
+    pyproject = root / PYPROJECT
+    if not pyproject.exists():
+        return Project(root=root)
+    doc = _read_plain(pyproject)
+    foreign_dependencies = foreign.kernels_dependencies(doc, pyproject)
+    table = _kernlock_table(doc, pyproject)
+    if table is None:
+        return Project(root=root, foreign_dependencies=foreign_dependencies)
+    unknown = set(table) - {"environments", "kernels", "signatures"}
+    if unknown:
+        raise ProjectError(
+            f"{pyproject}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in "
+            "[tool.kernlock]; allowed: environments, kernels, signatures."
+        )
+    signatures = sigpolicy.parse(table.get("signatures"), pyproject)
+    environments = _parse_environments(table.get("environments"), pyproject)
+    kernels = table.get("kernels", {})
+    if not isinstance(kernels, dict):
+        raise ProjectError(f"{pyproject}: [tool.kernlock.kernels] must be a table of repo = rev.")
+    seen: dict[str, str] = {}
+    requirements: dict[str, Requirement] = {}
+    for repo, rev in kernels.items():
+        twin = seen.setdefault(repo.casefold(), repo)
+        if twin != repo:
+            raise ProjectError(
+                f'{pyproject}: [tool.kernlock.kernels] names one repo twice ("{twin}" and "{repo}"; '
+                "repo ids are not case-sensitive); keep one."
+            )
+        requirements[repo] = _parse_requirement(repo, rev, pyproject)
+    return Project(
+        root=root,
+        requirements=requirements,
+        environments=environments,
+        foreign_dependencies=foreign_dependencies,
+        signatures=signatures,
+    )
+
+
+def _read_plain(path: Path) -> dict[str, Any]:
+    """``path`` as plain values, read with the standard library's parser (reading needs no formatting kept, and
+    tomlkit costs a read-only command ~15 ms to import); a file it refuses goes through `_read`, so the error
+    message is tomlkit's, as it always was (as is the answer to arrays nested too deep for tomllib's recursion)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError, OSError):
+        from kernlock.project.edit import read_document  # names the error as tomlkit does
+
+        return read_document(path).unwrap()
+
+
+def _kernlock_table(doc: dict[str, Any], where: Path) -> dict[str, Any] | None:
+    tool = doc.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ProjectError(f"{where}: `tool` must be a table ([tool.NAME] sections), not {_kind(tool)}.")
+    table = tool.get("kernlock")
+    if table is not None and not isinstance(table, dict):
+        raise ProjectError(f"{where}: `tool.kernlock` must be a table ([tool.kernlock]), not {_kind(table)}.")
+    return table
+
+
+def _kind(value: object) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _parse_environments(value: Any, where: Path) -> list[Environment] | None:
+    """Environment strings, or ``{ name = "...", <facts> }`` tables that also say what the loader decides on."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, (str, dict)) for v in value):
+        raise ProjectError(
+            f"{where}: [tool.kernlock] environments must be a non-empty list of environment strings (or "
+            f'tables like {facts.TABLE_FORM}), e.g. ["torch213-cxx11-cpu-x86_64-linux"].'
+        )
+    envs = []
+    for item in value:
+        try:
+            envs.append(Environment.from_declared(item))
+        except EnvironmentStringError as err:
+            raise ProjectError(f"{where}: [tool.kernlock] environments: {err}") from err
+    if len(set(envs)) != len(envs):
+        raise ProjectError(f"{where}: [tool.kernlock] environments lists an environment twice.")
+    return sorted(envs)
+
+
+def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
+    prefix = f'{where}: [tool.kernlock.kernels] "{repo}"'
+    if not _valid(names.check_repo, repo):
+        raise ProjectError(f"{prefix}: a key must be a repo id org/name, e.g. kernels-community/activation.")
+    if isinstance(value, str):
+        return Requirement(repo=repo, pins=(Pin(rev=_check_rev(value, prefix)),))
+    entries = [value] if isinstance(value, dict) else value
+    if not isinstance(entries, list) or not entries:
+        raise ProjectError(
+            f'{prefix}: expected a revision string ("v1"), a table {{ rev = "v1", trust = true }} '
+            "or a list of { rev, when } tables."
+        )
+    pins, trust = [], False
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ProjectError(f'{prefix}: entry {i + 1} must be a table like {{ rev = "v2", when = ... }}.')
+        unknown = set(entry) - {"rev", "when", "trust"}
+        if unknown or "rev" not in entry or not isinstance(entry["rev"], str):
+            raise ProjectError(
+                f"{prefix}: entry {i + 1} needs a string `rev` and may have `when` and `trust` "
+                f"(found {', '.join(sorted(entry)) or 'nothing'})."
+            )
+        if "trust" in entry and not isinstance(entry["trust"], bool):
+            raise ProjectError(f"{prefix}: `trust` must be true or false.")
+        trust = trust or bool(entry.get("trust", False))
+        when = None
+        if "when" in entry:
+            if not isinstance(entry["when"], str):
+                raise ProjectError(f'{prefix}: `when` must be a string like "cuda == 12.8".')
+            try:
+                when = Condition.parse(entry["when"])
+            except SpecError as err:
+                raise ProjectError(f"{prefix}: {err}") from err
+        pins.append(Pin(rev=_check_rev(entry["rev"], prefix), when=when))
+    return Requirement(repo=repo, pins=tuple(pins), trust=trust)
+
+
+def _valid(check: Callable[[object], object], value: object) -> bool:
+    try:
+        check(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_rev(rev: str, prefix: str) -> str:
+    if not _valid(names.check_ref, rev):
+        raise ProjectError(f"{prefix}: '{rev}' is not a revision (a branch, tag or commit sha).")
+    return rev

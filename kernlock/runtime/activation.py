@@ -1,0 +1,355 @@
+"""Run-time activation: every Hub kernel load in this process honours ``kernels.lock`` (docs/activation.md).
+
+``activate()`` finds the lock and reads the settings; it imports neither torch, transformers nor kernels. The
+hooks live in :mod:`kernlock.runtime.policy` and :mod:`kernlock.runtime.transformers_hooks` and install right after
+``kernels`` / ``transformers.modeling_utils`` are imported (at once if they already are), through a
+``sys.meta_path`` entry that only watches those two names. This module stays small and cheap to import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from kernlock.runtime import state as activated
+from kernlock.runtime.state import Settings
+
+TYPE_CHECKING = False  # typing is not imported: activation must stay cheap
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from types import ModuleType
+    from typing import Any
+
+__all__ = [
+    "LOCK_NAME",
+    "MODES",
+    "SITECUSTOMIZE",
+    "VERIFY_MODES",
+    "WATCHED",
+    "Settings",
+    "activate",
+    "find_lockfile",
+    "run_environment",
+    "settings",
+]
+
+LOCK_NAME = "kernels.lock"
+MODES = ("strict", "warn")
+VERIFY_MODES = ("receipt", "full")
+
+# Sources of ``sitecustomize.py`` for `kernlock run`: activate, then run the sitecustomize it shadows.
+SITECUSTOMIZE = '''"""Written by `kernlock run`: activate kernlock in every Python process, then chain."""
+import importlib, importlib.util, os, sys
+
+# What `kernlock run` saw, restored where a launcher did not pass it on (DeepSpeed multi-node, srun --export=NONE).
+for _key, _value in {settings}.items():
+    os.environ.setdefault(_key, _value)
+
+
+def _kernlock_fail(message):
+    sys.stderr.write("error: %s\\n" % message)
+    sys.stderr.flush()
+    os._exit(1)
+
+
+try:
+    import kernlock.activate  # noqa: F401
+except ModuleNotFoundError as err:
+    if err.name != "kernlock":
+        _kernlock_fail(err)
+    if importlib.util.find_spec("kernels") is not None:
+        _kernlock_fail("%s can load Hub kernels but cannot import kernlock; install kernlock there." % sys.executable)
+except Exception as err:  # an ActivationError names the fix
+    _kernlock_fail(err)
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_saved = sys.path[:]
+_self = sys.modules.pop("sitecustomize", None)
+try:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    try:
+        importlib.import_module("sitecustomize")
+    except ModuleNotFoundError as err:
+        if err.name != "sitecustomize":
+            raise
+finally:
+    sys.path[:] = _saved
+    if _self is not None:
+        sys.modules["sitecustomize"] = _self
+'''
+
+
+def settings() -> Settings | None:
+    """The current activation, or None when kernlock is not activated in this process."""
+    return activated.settings()
+
+
+def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = None) -> Settings:
+    """Make every Hub kernel load in this process honour the lock (see docs/activation.md).
+
+    ``lockfile``: a path, else ``$KERNLOCK_LOCKFILE``, else ``kernels.lock`` in the current directory or a parent.
+    ``mode``: ``strict`` or ``warn``, else ``$KERNLOCK_MODE``, else ``strict``. Raises ActivationError.
+    """
+    new = Settings(
+        find_lockfile(lockfile),
+        _choice(mode or os.environ.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)"),
+        _choice(os.environ.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY"),
+    )
+    activated.set_settings(new)
+    _watch()
+    return new
+
+
+def find_lockfile(
+    lockfile: str | os.PathLike[str] | None = None, start: str | None = None, *, script: bool = True
+) -> str:
+    """The lock to honour (an absolute path): ``lockfile``, else ``$KERNLOCK_LOCKFILE``, else the nearest
+    ``kernels.lock`` in ``start`` (default: the current directory) or a parent, else (``script``, without
+    ``start``) in the folder of the main script or a parent: ``python proj/train.py`` from the folder above."""
+    explicit = lockfile or os.environ.get("KERNLOCK_LOCKFILE")
+    if explicit:
+        path = os.path.abspath(os.path.expanduser(os.fspath(explicit)))
+        if not os.path.isfile(path):
+            where = "" if lockfile else " (from KERNLOCK_LOCKFILE)"
+            raise _error(f"no lock file at {path}{where}; run `kernlock lock` in the project, or fix the path.")
+        return path
+    starts = [(os.path.abspath(start or os.getcwd()), "the current folder")]
+    main = _main_script() if script and start is None else None
+    if main is not None:
+        starts.append((os.path.dirname(main), f"the folder of the main script {main}"))
+    looked: list[str] = []
+    for here, _why in starts:
+        folder = here
+        while True:
+            if folder not in looked:
+                looked.append(folder)
+                candidate = os.path.join(folder, LOCK_NAME)
+                if os.path.isfile(candidate):
+                    return candidate
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    upward = " and ".join(f"upward from {why}" for _here, why in starts)
+    raise _error(
+        f"no {LOCK_NAME} found; looked {upward}, in {', '.join(looked)}. Run `kernlock lock` in the project, run "
+        "from the project folder, or set KERNLOCK_LOCKFILE=/path/to/kernels.lock."
+    )
+
+
+def _main_script() -> str | None:
+    """The main script's absolute path (``python proj/train.py``), or None (``python -c``, an interactive
+    session)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str) or not os.path.isfile(path):
+        return None
+    return os.path.abspath(path)
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    value = value.strip().lower()
+    if value not in allowed:
+        raise _error(f"invalid {what} {value!r}; use one of: {', '.join(allowed)}.")
+    return value
+
+
+def _error(message: str) -> Exception:
+    from kernlock.errors import ActivationError
+
+    return ActivationError(message)
+
+
+# -- lazy hook installation -----------------------------------------------------------------------------------
+
+
+def _install_kernels(module: ModuleType) -> None:
+    """Hook the installed ``kernels`` (:func:`kernlock.runtime.loaders.install`), then check kernels it loaded before."""
+    from kernlock.runtime import loaders
+    from kernlock.runtime import policy as hooks_kernels
+
+    loaders.install(module)
+    hooks_kernels.check_preloaded(module)
+
+
+def _install_transformers(module: ModuleType) -> None:
+    from kernlock.runtime import transformers_hooks as hooks_transformers
+
+    hooks_transformers.install(module)
+
+
+# -- carried into spawned children ----------------------------------------------------------------------------
+# A ``spawn`` or ``forkserver`` child (and so ``torch.multiprocessing.spawn``) is a new interpreter that imports the
+# parent's main module as ``__mp_main__``: what the parent did under ``if __name__ == "__main__":``, such as
+# ``kernlock.activate()``, is not done again there. multiprocessing sends every child a dict of preparation data
+# before it imports anything of the parent's; kernlock adds one entry whose unpickling activates the child with the
+# parent's lock and mode, before the child's main module runs. ``fork`` children share the parent's memory.
+
+#: The entry of multiprocessing's preparation data (``spawn.prepare`` ignores keys it does not know).
+CARRY_KEY = "kernlock_activation"
+
+
+class _Carried:
+    """The parent's activation, pickled into a child's preparation data: unpickling it activates the child."""
+
+    __slots__ = ("lockfile", "mode", "verify")
+
+    def __init__(self, lockfile: str, mode: str, verify: str) -> None:
+        self.lockfile, self.mode, self.verify = lockfile, mode, verify
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:
+        return _reactivate, (self.lockfile, self.mode, self.verify)
+
+
+def _reactivate(lockfile: str, mode: str, verify: str) -> None:
+    """In the child: activate as the parent was (one line and exit 1 if that is no longer possible)."""
+    from kernlock.errors import ActivationError
+
+    if verify != "receipt":
+        os.environ.setdefault("KERNLOCK_VERIFY", verify)
+    try:
+        activate(lockfile=lockfile, mode=mode)
+    except ActivationError as err:
+        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _install_carry(module: ModuleType) -> None:
+    """Wrap ``multiprocessing.spawn.get_preparation_data`` so that every child it prepares carries the activation."""
+    original = module.get_preparation_data
+    if getattr(original, "__kernlock__", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        current = activated.settings()
+        if current is not None:
+            data[CARRY_KEY] = _Carried(current.lockfile, current.mode, current.verify)
+        return data
+
+    get_preparation_data.__kernlock__ = True  # type: ignore[attr-defined]  # marks the wrapper
+    get_preparation_data.__wrapped__ = original  # type: ignore[attr-defined]
+    module.get_preparation_data = get_preparation_data  # type: ignore[attr-defined]  # a ModuleType here
+
+
+#: Module name -> installer, run right after the module has executed (or at once if it already has).
+WATCHED: dict[str, Callable[[ModuleType], None]] = {
+    "kernels": _install_kernels,
+    "transformers.modeling_utils": _install_transformers,
+    "multiprocessing.spawn": _install_carry,  # spawn and forkserver children carry the activation
+}
+
+
+class _PostImportFinder:
+    """A ``sys.meta_path`` entry that runs an installer right after a watched module has executed.
+
+    It finds nothing itself: it asks the other finders for the spec and wraps that spec's loader's
+    ``exec_module`` (file loaders are made per module, so nothing else is affected).
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        installer = WATCHED.get(fullname)
+        if installer is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        original = getattr(loader, "exec_module", None)
+        if loader is None or original is None:
+            return spec
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            installer(module)
+
+        try:
+            loader.exec_module = exec_module  # type: ignore[method-assign]  # wrapping it is the point
+        except AttributeError:  # pragma: no cover - a loader without __dict__: hooks install on the next activate
+            return spec
+        return spec
+
+
+def _watch() -> None:
+    """Install the hooks of already imported libraries now, and watch for the others."""
+    if not any(isinstance(finder, _PostImportFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder())
+    for name, installer in WATCHED.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            installer(module)
+
+
+# -- `kernlock run` ------------------------------------------------------------------------------------------
+
+
+#: What `kernlock run` writes into its sitecustomize.py (never a token): a child whose launcher filtered the
+#: environment gets them back, so it honours the same lock, mode and cache without any variable of its own.
+CARRIED = ("KERNLOCK_LOCKFILE", "KERNLOCK_MODE", "KERNLOCK_VERIFY", "KERNELS_CACHE", "HF_HUB_OFFLINE", "HF_ENDPOINT")
+
+
+def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -> tuple[dict[str, str], str]:
+    """The environment for `kernlock run`: the lock (checked now, so errors come before CMD starts), the mode,
+    and a ``sitecustomize.py`` on PYTHONPATH that activates kernlock in every Python process of CMD; and the line
+    that says so (``kernlock: LOCK (N kernels) active``).
+
+    The sitecustomize lives beside the lock (on the job's shared filesystem, where every node finds it) and carries
+    the settings itself, so a rank whose launcher forwards only ``PYTHON*`` variables, or whose HOME is its own,
+    still honours the lock (docs/clusters.md)."""
+    from pathlib import Path
+
+    from kernlock.lock import file as lockfiles
+    from kernlock.sync.cache import cache_dir
+    from kernlock.util.wording import count
+
+    path = find_lockfile(lockfile, script=False)
+    lock = lockfiles.read(Path(path))
+    env = dict(os.environ)
+    env["KERNLOCK_LOCKFILE"] = path
+    chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")
+    _choice(env.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY")
+    env["KERNLOCK_MODE"] = chosen
+    env["KERNELS_CACHE"] = os.path.abspath(cache_dir())
+    carried = {key: env[key] for key in CARRIED if env.get(key)}
+    site = _site_dir(Path(path).parent, SITECUSTOMIZE.replace("{settings}", repr(carried), 1))
+    env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
+    repos = {kernel.repo for kernel in lock.kernels}
+    return env, f"kernlock: {path} ({count(len(repos), 'kernel')}, {chosen} mode) active"
+
+
+def _site_dir(project: Path, source: str) -> str:
+    """A folder holding only ``source`` as ``sitecustomize.py``, named after its content (written once,
+    atomically): ``.kernlock/run/`` beside the lock when that folder is this user's alone, else kernlock's cache."""
+    import hashlib
+
+    from kernlock.util.atomic import write_text_atomic
+    from kernlock.util.hfenv import cache_root, private
+    from kernlock.util.sharing import kernlock_folder
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    beside = project / ".kernlock"
+    for runs in (beside / "run", cache_root() / "run"):
+        if private(runs, create=True):
+            break
+    else:
+        raise _error(
+            f"cannot keep `kernlock run`'s sitecustomize.py in {beside} or {runs}: they cannot be created, or they "
+            "are not this user's alone (another user owns them, or a group or others can write them, and the "
+            "program would run code from them). Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` the "
+            "project folder and the folders above it."
+        )
+    if runs.parent == beside:
+        kernlock_folder(project)  # its .gitignore
+    target = runs / digest / "sitecustomize.py"
+    if not target.is_file() or target.read_text() != source:
+        write_text_atomic(target, source)
+    return str(target.parent)

@@ -1,0 +1,356 @@
+"""The run-time policy for Hub kernel loads, shared by every loader adapter (docs/activation.md).
+
+Which seams of the ``kernels`` library are hooked depends on its generation, found by probing
+(:mod:`kernlock.runtime.loaders`): the resolver classes of kernels 0.17, the module globals of ``kernels/utils.py`` in
+kernels 0.15/0.16, or — for a loader kernlock does not recognise — the official ``LOCAL_KERNELS`` switch. What a
+load of a locked repo gets is decided here, in one place, whatever the adapter:
+
+* :func:`locate` — the locked entry for this environment, the strict/warn policy (unlocked repos, revisions the
+  lock does not satisfy, another backend), and the verified variant folder (fetched exactly when not synced);
+* :func:`locked_entry` — the same policy for a seam that only needs to know whether a repo is locked;
+* :func:`locked_builds` — every locked build of this environment, verified (the ``LOCAL_KERNELS`` fallback);
+* :func:`check_preloaded` — kernels loaded before activation must be the locked builds.
+
+:func:`kernlock.runtime.activation.activate` installs the adapter (:func:`kernlock.runtime.loaders.install`), then runs
+:func:`check_preloaded`; this module reads the activation from :mod:`kernlock.runtime.state`, never from runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
+from kernlock.lock.model import LockedKernel, LockedVariant
+from kernlock.runtime import state as activated
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kernlock.lock.index import LockView
+
+__all__ = [
+    "Located",
+    "active",
+    "check_preloaded",
+    "locate",
+    "locked_builds",
+    "locked_entry",
+    "note_version",
+    "origin_of",
+    "pinned_by_kernlock",
+    "satisfies",
+    "strict",
+    "warn_once",
+]
+
+logger = logging.getLogger("kernlock")
+
+_FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retries connection errors)
+
+
+# -- the state of one activation ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Located:
+    """A locked build, verified: what a load of ``entry.repo`` gets here."""
+
+    entry: LockedKernel
+    variant: LockedVariant
+    path: Path
+
+
+class _State:
+    """What one activation derived: this environment's view of the lock, verified builds, warnings given."""
+
+    def __init__(self, generation: int, lock: LockView, environment: str, backend: str | None) -> None:
+        self.generation = generation
+        self.lock = lock
+        self.environment = environment
+        self.backend = backend
+        self.verified: dict[tuple[str, str, str], Path] = {}
+        self.origins: dict[Path, LockedKernel] = {}
+        self.warned: set[str] = set()
+
+
+_state: _State | None = None
+_guard = threading.RLock()
+#: ``LOCAL_KERNELS`` entries kernlock itself set (the fallback): not a user's override.
+pinned_by_kernlock: dict[str, str] = {}
+
+
+def active() -> bool:
+    """True when kernlock is activated in this process."""
+    return activated.settings() is not None
+
+
+def _backend_name() -> str | None:
+    try:
+        from kernels.backends import _backend
+
+        return str(_backend().name)
+    except Exception:  # a loader without this probe: backend= arguments are then not compared
+        return None
+
+
+def _current() -> _State:
+    """The state of the current activation (the lock is read and the environment detected once)."""
+    global _state
+    with _guard:
+        if _state is None or _state.generation != activated.generation:
+            from kernlock.lock import index as lockindex
+
+            settings = activated.settings()
+            assert settings is not None
+            environment = _detect()
+            view = lockindex.read(settings.lockfile, environment)  # this environment's entries only
+            _state = _State(activated.generation, view, environment, _backend_name())
+            _warn_local_overrides(_state)
+        return _state
+
+
+def _detect() -> str:
+    """This machine's environment for a load, or ActivationError: a lock names torch machines, so a process
+    without torch (kernels alone loads some kernels without it) cannot tell which locked build it would load."""
+    from kernlock.environments.environment import detect
+
+    try:
+        return str(detect())
+    except KernlockError as err:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is not None:
+            raise ActivationError(str(err)) from None
+        raise ActivationError(
+            "kernlock cannot tell which locked build this process loads: torch is not installed, and every "
+            "environment of kernels.lock is a torch machine. Install torch, or load without kernlock.activate."
+        ) from None
+
+
+def _warn_local_overrides(state: _State) -> None:
+    """LOCAL_KERNELS (kernels' developer switch) wins over the lock, unverified: say so."""
+    value = os.environ.get("LOCAL_KERNELS", "")
+    items = dict(item.split("=", 1) for item in value.split(":") if "=" in item)
+    mine = {repo for repo, path in items.items() if pinned_by_kernlock.get(repo) == path}
+    overridden = sorted((set(items) - mine) & set(state.lock.repos))
+    if overridden:
+        logger.warning(
+            "kernlock: LOCAL_KERNELS overrides kernels.lock for %s: loaded from local folders, unverified.",
+            ", ".join(overridden),
+        )
+
+
+def _strict() -> bool:
+    settings = activated.settings()
+    return settings is None or settings.mode == "strict"
+
+
+def warn_once(key: str, message: str) -> None:
+    """Log ``message`` once per activation (the key says what it is about)."""
+    state = _current()
+    if key not in state.warned:
+        state.warned.add(key)
+        logger.warning("kernlock: %s", message)
+
+
+# -- the policy -----------------------------------------------------------------------------------------------
+
+
+def locked_entry(repo: str, asked: str) -> LockedKernel | None:
+    """The entry serving ``repo`` here; None for an unlocked repo in warn mode; ActivationError otherwise
+    (an unlocked repo in strict mode, or this environment not in the lock). ``asked`` words the request."""
+    state = _current()
+    settings = activated.settings()
+    assert settings is not None
+    locked = repo in state.lock.repos
+    if os.environ.get("KERNLOCK_RECORD"):  # `kernlock run --record`
+        from kernlock.runtime import recording
+
+        recording.note(repo, asked, locked)
+    if not locked:
+        message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {_spec(repo, asked)}`" + (
+            ", or record every kernel a run asks for with `kernlock run --record -- CMD...` (or set "
+            "KERNLOCK_MODE=warn to load unlocked kernels with a warning)."
+            if _strict()
+            else "."
+        )
+        if _strict():
+            raise ActivationError(message)
+        warn_once(f"unlocked:{repo}", message + " Loading it unlocked and unverified, as kernels would.")
+        return None
+    entry = state.lock.entry_for(repo, state.environment)
+    if entry is None or entry.variant_for(state.environment) is None:
+        raise ActivationError(_not_covered(state, settings.lockfile))
+    return entry
+
+
+def _spec(repo: str, asked: str) -> str:
+    """``org/name@rev`` for `kernlock add`: the revision the code asked (``version=4`` -> ``@v4``)."""
+    if asked.startswith("version="):
+        return f"{repo}@v{asked.removeprefix('version=')}"
+    if asked.startswith("revision="):
+        return f"{repo}@{asked.removeprefix('revision=')}"
+    return repo
+
+
+def _not_covered(state: _State, lockfile: str) -> str:
+    covered = ", ".join(state.lock.environments) or "none"
+    return (
+        f"{lockfile} does not cover this environment, {state.environment} (it covers: {covered}); "
+        f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`.'
+    )
+
+
+def satisfies(entry: LockedKernel, revision: str) -> bool:
+    """True when an explicit ``revision`` names what the entry locks (its rev, ref or commit)."""
+    revision = revision.strip()
+    for prefix in ("refs/heads/", "refs/tags/"):
+        revision = revision.removeprefix(prefix)
+    if revision in (entry.requested, entry.ref, entry.commit):
+        return True
+    return len(revision) >= 7 and entry.commit.startswith(revision.lower())
+
+
+def note_version(repo: str, version: int, entry: LockedKernel) -> None:
+    """Log (info) that ``version=N`` gets the locked build when N is not the locked branch."""
+    if entry.ref == f"v{version}":
+        return
+    via = "" if entry.ref == entry.requested else f" via {entry.ref}"
+    logger.info(
+        "kernlock: %s asked for version=%d; kernels.lock pins %s%s (commit %s): loading the locked build.",
+        repo,
+        version,
+        entry.requested,
+        via,
+        entry.commit[:12],
+    )
+
+
+def _check_revision(repo: str, revision: str, entry: LockedKernel) -> None:
+    if satisfies(entry, revision):
+        return
+    message = (
+        f"{repo}@{revision} is requested, but kernels.lock pins {repo} to {entry.requested} "
+        f"(commit {entry.commit[:12]}). Load it without a revision or with @{entry.ref}, or change the "
+        f"requirement: `kernlock add {repo}@{revision}`."
+    )
+    if _strict():
+        raise ActivationError(message)
+    warn_once(f"revision:{repo}@{revision}", message + " Loading the locked build.")
+
+
+def locate(
+    repo: str, *, version: int | None = None, revision: str | None = None, backend: str | None = None
+) -> Located | None:
+    """The verified local build of a locked ``repo`` (None: unlocked, warn mode). Raises ActivationError,
+    NotSyncedError or IntegrityError with the message the user needs."""
+    asked = f"version={version}" if version is not None else f"revision={revision}"
+    entry = locked_entry(repo, asked)
+    if entry is None:
+        return None
+    if version is not None:
+        note_version(repo, version, entry)
+    elif revision is not None:
+        _check_revision(repo, revision, entry)
+    state = _current()
+    if backend is not None and state.backend is not None and backend != state.backend:
+        raise ActivationError(
+            f"{repo} is asked for backend={backend!r}, but kernels.lock locks the {state.environment} build "
+            f"here; drop the backend argument, or lock an environment with that backend in [tool.kernlock]."
+        )
+    variant = entry.variant_for(state.environment)
+    assert variant is not None
+    return Located(entry=entry, variant=variant, path=_verified_path(state, entry, variant))
+
+
+def origin_of(path: object) -> LockedKernel | None:
+    """The locked entry whose verified folder is ``path`` (a folder kernlock handed to the loader), else None."""
+    if not active() or not isinstance(path, (str, os.PathLike)):
+        return None
+    return _current().origins.get(Path(path))
+
+
+def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -> Path:
+    """The variant folder, checked against the lock (once per process); fetched exactly when not synced."""
+    key = (entry.repo, entry.commit, variant.name)
+    with _guard:
+        path = state.verified.get(key)
+        if path is not None:
+            return path
+        from kernlock.sync.check import check_variant
+        from kernlock.util import hfenv
+
+        settings = activated.settings()
+        full = settings is not None and settings.verify == "full"
+        try:
+            path = check_variant(entry, variant, full=full)
+        except NotSyncedError:
+            try:
+                from kernlock.hub.client import Hub
+                from kernlock.sync.fetch import ensure_variant
+
+                hub = Hub(retries=_FETCH_RETRIES, backoff=0.25)  # a load waits seconds, not minutes
+                path = ensure_variant(entry, variant, hub=hub, offline=hfenv.offline())
+            except HubError as err:
+                raise NotSyncedError(
+                    f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here and could not "
+                    f"be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
+                ) from err
+        state.verified[key] = path
+        state.origins[path] = entry
+        return path
+
+
+def locked_builds() -> tuple[dict[str, Path], dict[str, str]]:
+    """Every repo locked for this environment -> its verified folder (fetched when not synced), and the repos
+    that cannot be served -> why (the message of the error a load would raise)."""
+    state = _current()
+    settings = activated.settings()
+    assert settings is not None
+    builds: dict[str, Path] = {}
+    problems: dict[str, str] = {}
+    for repo in state.lock.repos:
+        entry = state.lock.entry_for(repo, state.environment)
+        variant = entry.variant_for(state.environment) if entry is not None else None
+        if entry is None or variant is None:
+            problems[repo] = _not_covered(state, settings.lockfile)
+            continue
+        try:
+            builds[repo] = _verified_path(state, entry, variant)
+        except KernlockError as err:
+            problems[repo] = str(err)
+    return builds, problems
+
+
+def strict() -> bool:
+    """True in strict mode (the default)."""
+    return _strict()
+
+
+def check_preloaded(kernels: ModuleType) -> None:
+    """A locked repo that kernels loaded before activation must be the locked build."""
+    if activated.settings() is None:
+        return
+    try:
+        loaded = [k for k in kernels.get_loaded_kernels() if getattr(k, "repo_info", None) is not None]
+        seen = [(str(k.repo_info.repo_id), str(k.repo_info.revision)) for k in loaded]
+    except Exception:  # a loader without this registry: nothing to check
+        return
+    if not seen:
+        return
+    state = _current()
+    for repo, commit in seen:
+        entry = state.lock.entry_for(repo, state.environment)
+        if entry is None or entry.commit == commit:
+            continue
+        message = (
+            f"{repo} (commit {commit[:12]}) was loaded before kernlock was activated, but kernels.lock pins "
+            f"commit {entry.commit[:12]}; make `import kernlock.activate` the first import of the program."
+        )
+        if _strict():
+            raise ActivationError(message)
+        warn_once(f"preloaded:{repo}", message)

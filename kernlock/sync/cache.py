@@ -1,0 +1,255 @@
+"""Where locked files live in the kernel cache, how they are hashed, and the receipts that vouch for them.
+
+The layout is the standard huggingface_hub cache, so that the kernels library finds the files by itself::
+
+    {cache}/kernels--{org}--{name}/
+        blobs/<etag>                                  content; etag = sha256 (LFS files) or git blob sha1
+        snapshots/<commit>/build/<variant>/<path>     relative symlinks to ../../../../blobs/<etag>
+        snapshots/<commit>/build/<variant>/[<dir>/]__pycache__
+                                                      an empty FILE in every folder holding a locked .py file:
+                                                      Python can neither read nor write bytecode there
+        refs/<ref>                                    the locked commit of each branch/tag the lock names
+    {cache}/.locks/kernels--{org}--{name}/<etag>.lock the blob locks huggingface_hub itself takes
+
+and the receipts, per file (size, mtime_ns, inode, ctime_ns) -> verified hash, in kernlock's own cache (which only
+the user can write, :func:`kernlock.util.hfenv.private`; the kernel cache may be shared)::
+
+    {kernlock cache}/receipts/<key of the kernel cache>/kernels--{org}--{name}/<commit>/<variant>.json
+
+Every path is built with :func:`kernlock.util.names.under`, so no symlink in the cache can lead a write (or a load)
+outside it. The receipt lets run-time activation check a variant with a few ``stat`` calls and one listing of
+its folder instead of re-hashing it. This module imports no network stack: the run-time hooks, ``verify`` and
+``show`` need only it and :mod:`kernlock.sync.check`.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kernlock.errors import IntegrityError
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.util import hfenv, names
+from kernlock.util.atomic import write_bytes_atomic
+
+__all__ = [
+    "RECEIPTS",
+    "RECEIPT_VERSION",
+    "blob_path",
+    "cache_dir",
+    "file_hash",
+    "in_variant",
+    "link_target",
+    "read_receipt",
+    "receipt_path",
+    "receipts_folder",
+    "receipts_kept",
+    "repo_folder",
+    "stat_key",
+    "targets",
+    "under",
+    "unlink_symlink",
+    "unwritable",
+    "variant_path",
+    "write_receipt",
+]
+
+RECEIPT_VERSION = 2  # 2: the stat key has st_ctime_ns (older receipts are ignored: a re-hash, not a download)
+RECEIPTS = "receipts"
+_CHUNK = 1024 * 1024
+_MAX_RECEIPT = 16 * 1024 * 1024
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+#: One record of a receipt: ``{"hash": "sha256:...", "stat": [size, mtime_ns, inode, ctime_ns]}``.
+Record = dict[str, Any]
+
+
+# -- where things live -------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """The kernels cache: ``$KERNELS_CACHE``, else ``$HF_HUB_CACHE``, else huggingface_hub's default."""
+    value = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")
+    return Path(value).expanduser() if value else Path(hfenv.hub_cache())
+
+
+def under(root: Path, *parts: str, cache: Path | None = None) -> Path:
+    """``root/parts...`` proven to stay below ``root`` (symlinks included); IntegrityError naming the cache."""
+    try:
+        return names.under(root, *parts)
+    except ValueError as err:
+        raise IntegrityError(
+            f"the kernel cache {cache or root} holds a path that leads outside it: {err}. kernlock wrote and "
+            "loaded nothing there; remove that symlink (or point KERNELS_CACHE at another folder), then run "
+            "`kernlock sync`."
+        ) from err
+
+
+def repo_folder(repo: str, cache: Path | None = None) -> Path:
+    """``{cache}/kernels--{org}--{name}``."""
+    cache = cache or cache_dir()
+    return under(cache, hfenv.repo_folder(repo))
+
+
+def variant_path(entry: LockedKernel, variant: LockedVariant, cache: Path | None = None) -> Path:
+    """``{cache}/kernels--{org}--{name}/snapshots/{commit}/build/{variant}``: what the kernels loader imports.
+
+    IntegrityError when a symlink on the way leads outside the cache."""
+    cache = cache or cache_dir()
+    return under(cache, hfenv.repo_folder(entry.repo), "snapshots", entry.commit, "build", variant.name)
+
+
+def receipt_path(
+    entry: LockedKernel, variant: LockedVariant, cache: Path | None = None, *, create: bool = False
+) -> Path | None:
+    """``{kernlock cache}/receipts/<key>/kernels--{org}--{name}/{commit}/{variant}.json``, ``key`` naming the kernel
+    cache. A receipt vouches for files without hashing them, so it lives where only the user can write: one in a
+    shared kernel cache could vouch for a swapped file. None when kernlock's cache is not the user's alone
+    (:func:`kernlock.util.hfenv.private`; ``create``: make it first): every check then hashes."""
+    root = receipts_folder()
+    if not hfenv.private(root, create=create):
+        return None
+    key = _cache_key(os.path.abspath(cache or cache_dir()))
+    try:
+        return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}.json")
+    except ValueError:  # a symlink the user planted in their own cache: no receipt, every file is hashed
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_key(cache: str) -> str:
+    """The name of the receipts' folder for the kernel cache at ``cache`` (an absolute path)."""
+    return hashlib.sha256(os.fsencode(cache)).hexdigest()[:16]
+
+
+def receipts_folder() -> Path:
+    """``{kernlock cache}/receipts``."""
+    return hfenv.cache_root() / RECEIPTS
+
+
+def receipts_kept(*, create: bool = False) -> bool:
+    """Whether receipts can be kept: kernlock's cache is the user's alone (:func:`kernlock.util.hfenv.private`;
+    ``create``: make the receipts folder first)."""
+    return hfenv.private(receipts_folder(), create=create)
+
+
+def blob_path(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:
+    """``{cache}/kernels--{org}--{name}/blobs/<etag>``, proven inside the cache."""
+    return under(cache, hfenv.repo_folder(entry.repo), "blobs", locked.digest)
+
+
+def in_variant(root: Path, path: str, cache: Path) -> Path:
+    """``root/path`` for a path relative to a variant folder, proven to stay in it."""
+    return under(root, *path.split("/"), cache=cache) if path else root
+
+
+def link_target(locked: LockedFile) -> str:
+    """The symlink ``snapshots/<commit>/build/<variant>/<path>`` -> ``blobs/<etag>``, relative, as kernlock (and
+    huggingface_hub, with ``os.path.relpath``) write it: ``../../../../blobs/<etag>`` for a top-level file."""
+    return "../" * (4 + locked.path.count("/")) + f"blobs/{locked.digest}"
+
+
+def unlink_symlink(path: Path) -> None:
+    """A symlink where kernlock writes a file is replaced, never written through."""
+    if path.is_symlink():
+        path.unlink()
+
+
+#: Why a write to a cache can fail that is not kernlock's to fix: the cache (or that path in it) is read-only,
+#: someone else's, holds a folder where a file belongs, or the disk is full.
+_UNWRITABLE = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOSPC, errno.EDQUOT}
+)
+
+
+def unwritable(err: OSError) -> bool:
+    """Whether ``err`` means the cache cannot be written there (a shortcut written to it is then skipped); any
+    other error (an I/O error, a path too long) is not skipped."""
+    return err.errno in _UNWRITABLE
+
+
+def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[LockedKernel, LockedVariant]]:
+    """Every (entry, variant) the given environments load (None: every variant of the lock), deduplicated: what
+    the cache must hold for them."""
+    wanted = None if environments is None else set(environments)
+    seen: dict[tuple[str, str, str], tuple[LockedKernel, LockedVariant]] = {}
+    for entry in lock.kernels:
+        for variant in entry.variants:
+            if wanted is not None and not wanted & set(variant.environments):
+                continue
+            seen.setdefault((entry.repo, entry.commit, variant.name), (entry, variant))
+    return list(seen.values())
+
+
+# -- hashing and receipts ----------------------------------------------------------------------------------
+
+
+def file_hash(path: str | Path, algorithm: str) -> str:
+    """``sha256:<hex>`` of the content, or ``git-sha1:<hex>`` (the git blob id) of ``path``."""
+    with open(path, "rb") as handle:
+        if algorithm == "sha256":
+            digest = hashlib.sha256()
+        elif algorithm == "git-sha1":
+            digest = hashlib.sha1()
+            digest.update(b"blob %d\0" % os.fstat(handle.fileno()).st_size)
+        else:
+            raise ValueError(f"unknown hash algorithm {algorithm!r}")
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return f"{algorithm}:{digest.hexdigest()}"
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    """What a receipt records of a verified file: a rewrite with its mtime put back still changes the ctime."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+
+def read_receipt(path: Path) -> dict[str, Any]:
+    """The receipt's file records; {} when it is missing, unreadable, not a regular file or of another version."""
+    try:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | _NONBLOCK)
+    except OSError:  # no receipt (or a symlink, refused by O_NOFOLLOW): the files are hashed instead
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_RECEIPT:
+                return {}
+            data = json.loads(handle.read(_MAX_RECEIPT + 1))
+    except (OSError, ValueError, RecursionError):  # an unreadable receipt only costs a re-hash
+        return {}
+    if not isinstance(data, dict) or data.get("receipt-version") != RECEIPT_VERSION:
+        return {}
+    files = data.get("files")
+    return files if isinstance(files, dict) else {}
+
+
+def write_receipt(
+    entry: LockedKernel, variant: LockedVariant, records: dict[str, Record], cache: Path, *, strict: bool = False
+) -> None:
+    """Write the receipt atomically. A cache that cannot be written (:func:`unwritable`) only loses the shortcut
+    (the next check re-hashes), unless ``strict`` (sync, which must leave the cache checkable by stat calls)."""
+    data = {
+        "receipt-version": RECEIPT_VERSION,
+        "repo": entry.repo,
+        "commit": entry.commit,
+        "variant": variant.name,
+        "files": {path: records[path] for path in sorted(records)},
+    }
+    path = receipt_path(entry, variant, cache, create=True)
+    if path is None:
+        return  # kernlock's cache is not the user's alone: loads hash instead
+    try:
+        unlink_symlink(path)
+        write_bytes_atomic(path, json.dumps(data, indent=1).encode())
+    except OSError as err:
+        if strict or not unwritable(err):
+            raise

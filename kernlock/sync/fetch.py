@@ -1,0 +1,318 @@
+"""Bring one locked variant into the cache: download exactly the files that are missing or wrong, verified.
+
+A file is downloaded to this process's ``blobs/<etag>.<host>-<pid>-<thread>.incomplete`` (resumed from what an
+interrupted sync left, :mod:`kernlock.util.sharing`), hashed, and only moved into place when it matches the lock; then its
+``snapshots/...`` symlink is pointed at it. Only ``sync`` and the run-time path of a variant that is not synced yet
+import this module; it imports the network stack (through :class:`kernlock.hub.client.Hub`) only when a file must really be
+fetched.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache as memoize
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
+from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
+from kernlock.sync.cache import (
+    blob_path,
+    cache_dir,
+    file_hash,
+    in_variant,
+    link_target,
+    stat_key,
+    under,
+    unlink_symlink,
+    unwritable,
+    variant_path,
+    write_receipt,
+)
+from kernlock.sync.check import FileState, check_variant, inspect_variant, markers, place_markers, remove
+from kernlock.util import hfenv, interrupt
+from kernlock.util.atomic import write_bytes_atomic
+from kernlock.util.sharing import cache_lock, claim_partial, make_folder
+
+if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
+    from concurrent.futures import Future, ThreadPoolExecutor
+    from contextlib import AbstractContextManager
+
+
+__all__ = [
+    "FILE_WORKERS",
+    "FileSource",
+    "VariantResult",
+    "cache_error",
+    "client",
+    "ensure_variant",
+    "fetch_variant",
+    "gather",
+    "progress_bar",
+    "write_ref",
+]
+
+LARGE_FILE = 8 * 1024 * 1024  # files at least this big get a progress bar
+FILE_WORKERS = 8
+T = TypeVar("T")
+K = TypeVar("K")
+
+
+class FileSource(Protocol):
+    """Where sync gets a file's bytes: the Hub (:class:`kernlock.hub.client.Hub`) or a bundle
+    (:class:`kernlock.airgap.bundle.Bundle`). Whatever it writes is hashed before it becomes visible."""
+
+    endpoint: str  # named in messages
+
+    def download(
+        self, repo: str, commit: str, path: str, dest: Path, size: int | None = None, tqdm_class: type | None = None
+    ) -> None:
+        """Write ``path`` at ``commit`` into ``dest``, resuming from the bytes ``dest`` already holds."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariantResult:
+    """What sync did for one variant."""
+
+    repo: str
+    commit: str
+    variant: str
+    path: Path
+    files: int
+    #: paths installed into the variant from the source (each fetched, or a blob another variant of the same
+    #: sync had just fetched: counting per variant what it needed keeps the counts the same from run to run)
+    downloaded: tuple[str, ...] = ()
+    repaired: tuple[str, ...] = ()  # paths that were present but did not match the lock
+    downloaded_bytes: int = 0
+    removed: tuple[str, ...] = ()  # entries of the variant folder the lock does not name, removed
+
+    @property
+    def status(self) -> str:
+        """``present``, ``downloaded`` or ``repaired``."""
+        return "repaired" if self.repaired or self.removed else "downloaded" if self.downloaded else "present"
+
+
+def _lock_file(repo: str, name: str, cache: Path) -> AbstractContextManager[None]:
+    """The lock of one file or variant in the cache: group-shareable, skipped where the filesystem cannot lock."""
+    return cache_lock(under(cache, ".locks", hfenv.repo_folder(repo), f"{name}.lock"))
+
+
+@memoize
+def progress_bar(progress: bool) -> type:
+    """huggingface_hub's progress bar, shown only for large files (``progress``), or never."""
+    from huggingface_hub.utils import tqdm as hf_tqdm  # type: ignore[attr-defined]  # a lazy attribute
+
+    class _LargeFileBar(hf_tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            total = kwargs.get("total")
+            if not progress or total is None or total < LARGE_FILE:
+                kwargs["disable"] = True
+            super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]  # huggingface_hub's is untyped
+
+    return _LargeFileBar
+
+
+def client(hub: FileSource | None) -> Callable[[], FileSource]:
+    """``hub``, else a Hub made at the first call (thread-safe): a sync with nothing to fetch imports no HTTP."""
+    made: list[FileSource] = [hub] if hub is not None else []
+    guard = threading.Lock()
+
+    def get() -> FileSource:
+        with guard:
+            if not made:
+                from kernlock.hub.client import Hub
+
+                made.append(Hub())
+            return made[0]
+
+    return get
+
+
+def _link(blob: Path, link: Path, target: str) -> None:
+    """Point ``link`` at ``blob`` with the relative symlink ``target`` (as huggingface_hub does), atomically."""
+    make_folder(link.parent)
+    if link.is_symlink() and os.readlink(link) == target:
+        return
+    import shutil  # ~5 ms: only a sync that links files pays it
+
+    if link.is_dir() and not link.is_symlink():  # a folder where the lock has a file
+        shutil.rmtree(link)
+    tmp = link.with_name(f".{link.name}.{os.urandom(4).hex()}.tmp")  # not uuid: ~5 ms to import
+    try:
+        os.symlink(target, tmp)
+    except OSError:  # no symlinks on this file system: a copy, like huggingface_hub's fallback
+        shutil.copyfile(blob, tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _download_verified(
+    hub: FileSource, entry: LockedKernel, variant: LockedVariant, locked: LockedFile, dest: Path, bar: type
+) -> None:
+    """Download into ``dest`` (resuming what it holds) until its hash matches the lock; a wrong file is removed."""
+    remote = f"build/{variant.name}/{locked.path}"
+    for _attempt in range(2):
+        hub.download(entry.repo, entry.commit, remote, dest, size=locked.size, tqdm_class=bar)
+        actual = file_hash(dest, locked.algorithm)
+        if actual == locked.hash:
+            return
+        dest.unlink(missing_ok=True)  # a wrong (or wrongly resumed) download never stays, even as .incomplete
+    raise IntegrityError(
+        f"{hub.endpoint} served {entry.repo} {variant.name} {locked.path} (commit {entry.commit[:12]}) with "
+        f"{actual}, but kernels.lock records {locked.hash}; nothing was installed. Retry `kernlock sync`; if it "
+        "persists the endpoint serves other content than the lock was made from (check HF_ENDPOINT)."
+    )
+
+
+def _install_file(
+    hub: FileSource, entry: LockedKernel, variant: LockedVariant, locked: LockedFile, cache: Path, bar: type
+) -> int:
+    """Make ``snapshots/.../<path>`` point at a verified blob; returns the bytes downloaded (0: blob reused)."""
+    blob = blob_path(entry, locked, cache)
+    link = in_variant(variant_path(entry, variant, cache), locked.path, cache)
+    downloaded = 0
+    with _lock_file(entry.repo, locked.digest, cache):
+        reusable = (
+            not blob.is_symlink()  # a blob is a regular file; a symlink is replaced, never followed
+            and blob.is_file()
+            and blob.stat().st_size == locked.size
+            and file_hash(blob, locked.algorithm) == locked.hash
+        )
+        if not reusable:
+            make_folder(blob.parent)
+            incomplete = claim_partial(blob)  # this process's own: never shared, never half-visible
+            unlink_symlink(incomplete)  # never download through a symlink
+            try:
+                _download_verified(hub, entry, variant, locked, incomplete, bar)
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk: no partial file stays behind
+                    incomplete.unlink(missing_ok=True)
+                raise
+            os.replace(incomplete, blob)
+            downloaded = locked.size
+    _link(blob, link, link_target(locked))
+    return downloaded
+
+
+def fetch_variant(
+    entry: LockedKernel, variant: LockedVariant, hub: FileSource, cache: Path, pool: ThreadPoolExecutor, bar: type
+) -> VariantResult:
+    """Under the variant's file lock: check; remove what the lock does not name; fetch exactly the files that are
+    missing or wrong; write the ``__pycache__`` markers and the receipt."""
+    with _lock_file(entry.repo, f"kernlock-{entry.commit}-{variant.name}", cache):
+        inspection = inspect_variant(entry, variant, cache, full=False)
+        root = inspection.root
+        removed = []
+        for extra in inspection.extras:
+            remove(in_variant(root, extra.path, cache))
+            removed.append(extra.path or ".")
+        if removed:  # a removed folder may have held (links to) locked files: look again
+            inspection = inspect_variant(entry, variant, cache, full=False)
+        todo = [s for s in inspection.files if s.state != FileState.OK]
+        futures: dict[str, Future[int]] = {
+            s.file.path: pool.submit(_install_file, hub, entry, variant, s.file, cache, bar) for s in todo
+        }
+        sizes = gather(futures)
+        place_markers(root, markers(variant), cache, strict=True)
+        records = dict(inspection.records)
+        for state in todo:
+            records[state.file.path] = {
+                "hash": state.file.hash,
+                "stat": stat_key(os.stat(in_variant(root, state.file.path, cache))),
+            }
+        if todo or inspection.receipt_changed:
+            write_receipt(entry, variant, records, cache, strict=True)
+    return VariantResult(
+        repo=entry.repo,
+        commit=entry.commit,
+        variant=variant.name,
+        path=root,
+        files=len(variant.files),
+        downloaded=tuple(sorted(sizes)),
+        repaired=tuple(sorted(s.file.path for s in todo if s.state == FileState.MISMATCH)),
+        downloaded_bytes=sum(s.file.size for s in todo),
+        removed=tuple(removed),
+    )
+
+
+def gather(futures: dict[K, Future[T]]) -> dict[K, T]:
+    """Every future's result. On the first failure, what has not started is cancelled and what runs is waited for
+    (so no task outlives the call), then the failure is raised; an interrupt propagates at once."""
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    _done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
+    for future in futures.values():
+        error = future.exception() if future.done() and not future.cancelled() else None
+        if error is not None:
+            for other in pending:
+                other.cancel()
+            wait(pending)
+            raise error
+    return {key: future.result() for key, future in futures.items()}
+
+
+def write_ref(entry: LockedKernel, cache: Path) -> None:
+    """``refs/<ref>`` = the locked commit, so kernels' offline ``version=N`` lookup finds the locked build.
+
+    Only that lookup needs it (kernlock itself loads by commit): a cache where it cannot be written (read-only,
+    full) keeps working for every activated load, so that is no error of the sync; any other OSError is."""
+    if entry.ref == entry.commit or not entry.ref or ".." in entry.ref.split("/"):
+        return
+    path = under(cache, hfenv.repo_folder(entry.repo), "refs", *entry.ref.split("/"))
+    try:
+        unlink_symlink(path)
+        if path.is_file() and path.stat().st_size <= 64 and path.read_text().strip() == entry.commit:
+            return
+        write_bytes_atomic(path, entry.commit.encode())
+    except OSError as err:
+        if not unwritable(err):
+            raise cache_error(cache, err) from err
+        # Skipped with reason: only kernels' own ``version=N`` lookup reads refs/, every locked load is by commit.
+
+
+def cache_error(cache: Path, err: OSError) -> KernlockError:
+    """The message for a cache kernlock cannot write to (a full disk is named as such)."""
+    from kernlock.sync import room
+
+    full = room.full_disk(cache, err)
+    if full is not None:
+        return full
+    return KernlockError(
+        f"cannot write to the kernel cache {cache} ({err.strerror or err}); make it writable or point "
+        "KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."
+    )
+
+
+def ensure_variant(
+    entry: LockedKernel,
+    variant: LockedVariant,
+    hub: FileSource | None = None,
+    offline: bool = False,
+    cache: Path | None = None,
+) -> Path:
+    """The variant's verified folder; fetches exactly the locked files that are missing or wrong unless
+    ``offline`` (then NotSyncedError / IntegrityError naming `kernlock sync`)."""
+    cache = cache or cache_dir()
+    try:
+        return check_variant(entry, variant, cache=cache)
+    except (NotSyncedError, IntegrityError):
+        if offline or hfenv.offline():
+            raise
+    interrupt.reset()  # a load after an interrupted one (library use) fetches again
+    from kernlock.sync import room
+
+    room.check_room([(entry, variant)], cache)
+    with interrupt.worker_pool(FILE_WORKERS) as pool:
+        try:
+            result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False))
+        except OSError as err:
+            raise cache_error(cache, err) from err
+    write_ref(entry, cache)
+    return result.path
