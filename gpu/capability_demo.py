@@ -69,8 +69,10 @@ print("torch imported:", "torch" in sys.modules, file=sys.stderr)
 
 
 def _check_driver_probe(env: dict[str, str], folder: str) -> None:
-    """The driver's answer (NVML, kernlock.environments.gpus) equals torch's, and `kernlock env` asks the driver, not torch."""
-    code = "import json; from kernlock.environments.gpus import nvml_capabilities; from kernlock.environments.facts import _torch_capabilities; "
+    """The driver's answer (NVML, kernlock.environments.gpus) equals torch's, and `kernlock env` asks the driver, not
+    torch."""
+    code = "import json; from kernlock.environments.gpus import nvml_capabilities; "
+    code += "from kernlock.environments.facts import _torch_capabilities; "
     code += "print(json.dumps({'nvml': nvml_capabilities(), 'torch': _torch_capabilities()}))"
     both = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     print(f"\n$ NVML vs torch: {both.stdout.strip()} {both.stderr.strip()[-300:]}")

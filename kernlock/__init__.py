@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = ["__version__", "activate"]
 
-__version__ = "0.1.0"
+from kernlock._version import __version__
 
 
 def activate(lockfile: str | None = None, mode: str | None = None) -> None:

@@ -1,8 +1,8 @@
 """kernlock's library API: what each command does, without parsing or printing (the CLI does that).
 
 Each function lives in the module of its job (:mod:`kernlock.commands.lock`, :mod:`kernlock.commands.install`,
-:mod:`kernlock.commands.reports`, :mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names them all and imports
-a job's module when one of its names is first used, so a command pays only for its own job.
+:mod:`kernlock.commands.reports`, :mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names
+them all and imports a job's module when one of its names is first used, so a command pays only for its own job.
 """
 
 from __future__ import annotations
@@ -28,29 +28,29 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
     from kernlock.project.inputs import Upgrade
 
 _HOMES = {
-    "AddResult": "locking",
-    "LockResult": "locking",
-    "add": "locking",
-    "lock": "locking",
-    "read_lock": "locking",
-    "remove": "locking",
-    "stale_reason": "locking",
-    "target_environments": "locking",
-    "Upgrade": "project",
-    "ShowResult": "installing",
-    "show": "installing",
-    "sync": "installing",
-    "sync_after_add": "installing",
-    "verify": "installing",
-    "env_report": "reports",
-    "outdated": "reports",
-    "export": "interop",
-    "import_kernels": "interop",
-    "BundleResult": "airgap",
-    "bundle": "airgap",
-    "mirror_app": "airgap",
-    "serve": "airgap",
-    "sync_from": "airgap",
+    "AddResult": "commands.lock",
+    "LockResult": "commands.lock",
+    "add": "commands.lock",
+    "lock": "commands.lock",
+    "read_lock": "commands.lock",
+    "remove": "commands.lock",
+    "stale_reason": "commands.lock",
+    "target_environments": "commands.lock",
+    "Upgrade": "project.inputs",
+    "ShowResult": "commands.install",
+    "show": "commands.install",
+    "sync": "commands.install",
+    "sync_after_add": "commands.install",
+    "verify": "commands.install",
+    "env_report": "commands.reports",
+    "outdated": "commands.reports",
+    "export": "commands.interop",
+    "import_kernels": "commands.interop",
+    "BundleResult": "commands.airgap",
+    "bundle": "commands.airgap",
+    "mirror_app": "commands.airgap",
+    "serve": "commands.airgap",
+    "sync_from": "commands.airgap",
 }
 
 __all__ = [

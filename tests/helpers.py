@@ -361,8 +361,8 @@ class LockedProject:
         return report
 
 
-#: Declared facts the generated environments draw from (kernlock.environments.facts): interpreters (t: free-threaded; 3.15t
-#: loads arch builds), loader versions around real kernels-minver values, GPU capabilities.
+#: Declared facts the generated environments draw from (kernlock.environments.facts): interpreters (t: free-threaded;
+#: 3.15t loads arch builds), loader versions around real kernels-minver values, GPU capabilities.
 DIFF_PYTHONS = ["3.11", "3.12", "3.13", "3.13t", "3.14t", "3.15t"]
 DIFF_LOADERS = ["0.12.0", "0.15.2", "0.16.2", "0.17.2", "0.18.0rc1", "0.18.1"]
 DIFF_CAPABILITIES = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"]

@@ -1,4 +1,5 @@
-"""Compute capabilities from the NVIDIA driver (kernlock.environments.gpus): what CUDA would see, without importing torch.
+"""Compute capabilities from the NVIDIA driver (kernlock.environments.gpus): what CUDA would see, without importing
+torch.
 
 The GPU side (NVML's answer equals torch's on an H200) runs in gpu/capability_demo.py; here, the rules that need
 no GPU: a hidden device list, and a machine without the driver.
@@ -34,6 +35,7 @@ def test_without_the_driver_nvml_gives_no_answer_and_imports_nothing_heavy(monke
     probe itself imports only ctypes."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert nvml_capabilities() is None
-    code = "import sys; from kernlock.environments.gpus import nvml_capabilities; nvml_capabilities(); print('torch' in sys.modules)"
+    code = "import sys; from kernlock.environments.gpus import nvml_capabilities; "
+    code += "nvml_capabilities(); print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

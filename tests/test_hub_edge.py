@@ -565,7 +565,7 @@ def test_a_body_shorter_than_announced_is_resumed(hub: HubServer, user_env: dict
 
 # -- what kernlock uses of huggingface_hub ---------------------------------------------------------------------
 
-HUB_MODULES = ("hub.py", "hubanswers.py", "hubhttp.py", "hubdownload.py", "fetch.py")
+HUB_MODULES = ("hub/client.py", "hub/answers.py", "hub/http.py", "hub/download.py", "hub/missing.py", "sync/fetch.py")
 
 
 def test_the_hub_layer_uses_only_public_huggingface_hub_names():

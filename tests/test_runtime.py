@@ -316,7 +316,8 @@ def test_kernel_loaded_before_activation_must_be_the_locked_build(rt: Runtime, o
 
 def test_not_synced_and_online_fetches_exactly_the_locked_files(rt: Runtime, online):
     server, env = online
-    body = f'import kernels, sys\nkernels.get_kernel("{FA2}", version=4)\nreport(fetch="kernlock.sync.fetch" in sys.modules)'
+    body = f'import kernels, sys\nkernels.get_kernel("{FA2}", version=4)\n'
+    body += 'report(fetch="kernlock.sync.fetch" in sys.modules)'
     child = rt.run(body, env=env)
     assert child.returncode == 0, child.stderr[-3000:]
     report = child.report

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kernlock import __version__
+from kernlock._version import __version__
 from kernlock.cli.common import file_option_value as _file
 from kernlock.cli.common import folder_option_value as _folder
 from kernlock.cli.common import handle_errors, project_option

@@ -1,4 +1,5 @@
-"""The ``kernlock`` command as installed: :func:`kernlock.cli.app.main`, then an exit without the interpreter's teardown.
+"""The ``kernlock`` command as installed: :func:`kernlock.cli.app.main`, then an exit without the interpreter's
+teardown.
 
 When a command is done, Python still frees every module and object it made, one by one: about 20 ms of a 140 ms
 no-op ``kernlock sync`` on a 2-core machine, more than the command's own work. The console script (and ``python -m

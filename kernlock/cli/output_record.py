@@ -1,4 +1,5 @@
-"""What `kernlock run --record` and `kernlock check` print (kernlock.cli.app parses; these write the text users read)."""
+"""What `kernlock run --record` and `kernlock check` print (kernlock.cli.app parses; these write the text users
+read)."""
 
 from __future__ import annotations
 

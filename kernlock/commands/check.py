@@ -4,7 +4,8 @@ Every locked entry of this environment is first verified in the cache (:func:`ke
 not synced is an error naming `kernlock sync`, so no request is made), then loaded exactly as activation loads it
 (kernlock activated in this process with the project's lock, strict mode) and compared with the torch path it
 replaces (:mod:`kernlock.commands.parity`) on this machine's device. ``record`` writes the results to
-``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check_record`), keyed by commit, variant and environment.
+``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check_record`), keyed by commit, variant and
+environment.
 """
 
 from __future__ import annotations

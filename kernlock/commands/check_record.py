@@ -60,7 +60,7 @@ def write(folder: Path, report: CheckReport) -> Path:
     """Merge ``report`` into ``folder/kernels.check.toml`` (atomically); returns its path."""
     import tomlkit
 
-    from kernlock import __version__
+    from kernlock._version import __version__
 
     path = folder / FILE_NAME
     entries = {tuple(e[k] for k in _KEY): e for e in read(path)}

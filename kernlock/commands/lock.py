@@ -26,6 +26,7 @@ __all__ = [
     "AddResult",
     "LockResult",
     "add",
+    "check_project",
     "hub_client",
     "lock",
     "lock_project",
@@ -93,7 +94,7 @@ def read_lock(project: Project) -> Lock:
             f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
             "the project folder."
         )
-    foreign.check_project(project)
+    check_project(project)
     return lockfile.read(project.lockfile)
 
 
@@ -142,7 +143,7 @@ def lock_project(
             f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
             "project folder."
         )
-    foreign.check_project(project)
+    check_project(project)
     for name in upgrade.kernels:
         if name not in project.requirements:
             raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")
@@ -257,7 +258,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
-    foreign.check_project(project)
+    check_project(project)
     hub = hub_client(hub)
     environments = target_environments(project)
     added: dict[str, str] = {}
@@ -309,7 +310,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     interrupt.reset()
     names = [Spec.parse(name).repo for name in names]
     project = projects.load(projects.locate(root))
-    foreign.check_project(project)
+    check_project(project)
     unknown = [name for name in names if name not in project.requirements]
     if unknown:
         known = ", ".join(sorted(project.requirements)) or "none"
@@ -328,3 +329,22 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     return LockResult(
         lock=new, written=written, reason="removed " + ", ".join(names), repaired=_report(salvaged, new, candidate)
     )
+
+
+def check_project(project: Project) -> None:
+    """Refuse to work on a project that still uses the kernels library's lock: a JSON kernels.lock (never
+    overwritten) or kernels declared in ``[tool.kernels.dependencies]`` (which kernlock would ignore)."""
+    lock = project.lockfile
+    try:
+        text = lock.read_text("utf-8", "replace")
+    except OSError:
+        text = ""  # no lock (or an unreadable one: reading it names the problem)
+    if foreign.looks_like_json_lock(text):
+        raise ForeignLockError(foreign.foreign_lock_message(str(lock)))
+    declared = project.foreign_dependencies
+    if declared:
+        raise ForeignLockError(
+            f"{project.pyproject} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
+            "kernels library's table), which kernlock does not read; run `kernlock import` to move them into "
+            "[tool.kernlock.kernels]."
+        )

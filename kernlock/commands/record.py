@@ -2,8 +2,8 @@
 
 :func:`prepare` builds CMD's environment: `kernlock run`'s (activation in every Python process, launchers'
 ranks included) in warn mode, so that loads of unlocked repos proceed, plus ``KERNLOCK_RECORD`` naming a fresh
-record folder (:mod:`kernlock.runtime.records`). A project without a lock yet gets an empty one first (activation needs a
-lock). :func:`finish`, once CMD has ended whatever its exit status, gathers the records, adds each unlocked repo
+record folder (:mod:`kernlock.runtime.records`). A project without a lock yet gets an empty one first (activation needs
+a lock). :func:`finish`, once CMD has ended whatever its exit status, gathers the records, adds each unlocked repo
 to ``[tool.kernlock.kernels]`` with the revision the code asked for, and re-locks (unless ``dry_run`` or
 ``no_lock``).
 """

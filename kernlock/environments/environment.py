@@ -101,8 +101,8 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
 class Environment:
     """A target machine: torch version, C++ ABI, backend (``cpu``, ``cu128``...), CPU and OS (its ``name``, the
     environment string), and the optional facts the loader also decides on (``extras``: GPU compute capabilities,
-    Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.environments.facts.Facts`). A frozen value, equal,
-    hashed and ordered by name alone (``extras`` is left out); its parse is made once, on first use, and kept."""
+    Python, apache-tvm-ffi, kernels and macOS versions; :class:`kernlock.environments.facts.Facts`). A frozen value,
+    equal, hashed and ordered by name alone (``extras`` is left out); its parse is made once, on first use, and kept."""
 
     name: str
     extras: optional.Facts = field(default_factory=optional.Facts, compare=False)
@@ -235,8 +235,8 @@ def detect() -> Environment:
 
 
 def detect_with_facts() -> Environment:
-    """This machine with its optional facts (:func:`kernlock.environments.facts.detect`; torch is imported only on a CUDA
-    machine, for the GPUs' compute capabilities)."""
+    """This machine with its optional facts (:func:`kernlock.environments.facts.detect`; torch is imported only on a
+    CUDA machine, for the GPUs' compute capabilities)."""
     env = detect()
     return Environment(name=env.name, extras=optional.detect(env.backend, env.os))
 

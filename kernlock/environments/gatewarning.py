@@ -1,5 +1,6 @@
 """The one-line warning of ``add``, ``lock``, ``sync`` and ``show`` when the installed transformers/kernels pair
-turns transformers' Hub kernel paths off (:func:`kernlock.environments.compat.transformers_gate`), remembered per installation.
+turns transformers' Hub kernel paths off (:func:`kernlock.environments.compat.transformers_gate`), remembered per
+installation.
 
 Reading the installed versions walks ``sys.path`` and reads metadata; the verdict is kept in kernlock's cache,
 keyed by this interpreter and its ``sys.path``, next to the modification stamp of every ``sys.path`` folder (the

@@ -38,9 +38,8 @@ from kernlock.hub.answers import (
 from kernlock.hub.download import Transfer, fetch_into
 from kernlock.hub.http import DEFAULT_RETRIES, HubSession
 from kernlock.lock.model import LockedFile
-from kernlock.sync.cache import unwritable
 from kernlock.util import names
-from kernlock.util.atomic import write_bytes_atomic
+from kernlock.util.atomic import unwritable, write_bytes_atomic
 from kernlock.util.hfenv import cache_root, private
 
 __all__ = ["Hub", "Refs"]

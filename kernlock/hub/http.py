@@ -47,7 +47,7 @@ from huggingface_hub.errors import (
 # Public helpers (huggingface_hub.utils documents them) that its lazy facade does not re-export for mypy --strict.
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status  # type: ignore[attr-defined]
 
-from kernlock import __version__
+from kernlock._version import __version__
 from kernlock.errors import HubError, KernlockError, NotFoundError, UnreachableError
 from kernlock.hub.answers import MAX_JSON, MAX_LISTING, MAX_PAGES, show
 from kernlock.util import interrupt, names

@@ -1,7 +1,7 @@
 """The Hub's HTTP protocol as the real clients speak it: request parsing, answers, headers and error codes.
 
-Shared by kernlock's Hub mirror (:mod:`kernlock.airgap.mirror`) and the test Hub (:mod:`kernlock.testing.server`), so the
-two answer the same requests the same way (``/work/shared/reference/hub-api.md`` lists them):
+Shared by kernlock's Hub mirror (:mod:`kernlock.airgap.mirror`) and the test Hub (:mod:`kernlock.testing.server`), so
+the two answer the same requests the same way (``/work/shared/reference/hub-api.md`` lists them):
 
 - a raw path is split on ``/`` *before* percent-decoding (``refs%2Fheads%2Fv1`` is one revision);
 - JSON answers; errors carry ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), which

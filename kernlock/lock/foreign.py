@@ -1,8 +1,9 @@
 """The kernels library's own lock: its JSON ``kernels.lock`` and the ``[tool.kernels.dependencies]`` table.
 
-kernlock reads both (to recognise a project that uses them and to migrate it, :mod:`kernlock.resolve.migrate`) and writes
-the JSON format (:mod:`kernlock.lock.export`); it never overwrites a JSON lock (:func:`check_project`).
-The format, as kernels 0.17 writes and reads it (unknown keys are refused there, so nothing can be added)::
+kernlock reads both (to recognise a project that uses them and to migrate it, :mod:`kernlock.resolve.migrate`) and
+writes the JSON format (:mod:`kernlock.lock.export`); it never overwrites a JSON lock
+(:func:`kernlock.commands.lock.check_project`). The format, as kernels 0.17 writes and reads it (unknown keys are
+refused there, so nothing can be added)::
 
     [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<40 hex>"}}, ...]
 
@@ -16,18 +17,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kernlock.errors import ForeignLockError, ProjectError
+from kernlock.errors import ProjectError
 from kernlock.util import names
-
-if TYPE_CHECKING:
-    from kernlock.project.inputs import Project
 
 __all__ = [
     "MOVED_NAME",
     "ForeignPin",
-    "check_project",
     "foreign_lock_message",
     "kernels_dependencies",
     "looks_like_json_lock",
@@ -157,22 +154,3 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
             )
         found[repo] = f"v{version}"
     return found
-
-
-def check_project(project: Project) -> None:
-    """Refuse to work on a project that still uses the kernels library's lock: a JSON kernels.lock (never
-    overwritten) or kernels declared in ``[tool.kernels.dependencies]`` (which kernlock would ignore)."""
-    lock = project.lockfile
-    try:
-        text = lock.read_text("utf-8", "replace")
-    except OSError:
-        text = ""  # no lock (or an unreadable one: reading it names the problem)
-    if looks_like_json_lock(text):
-        raise ForeignLockError(foreign_lock_message(str(lock)))
-    declared = project.foreign_dependencies
-    if declared:
-        raise ForeignLockError(
-            f"{project.pyproject} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
-            "kernels library's table), which kernlock does not read; run `kernlock import` to move them into "
-            "[tool.kernlock.kernels]."
-        )

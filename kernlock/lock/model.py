@@ -239,7 +239,8 @@ EnvironmentFacts = tuple[str, tuple[tuple[str, Any], ...]]
 
 
 def environment_facts(environments: Iterable[Any]) -> tuple[EnvironmentFacts, ...]:
-    """The facts of the environments (:class:`kernlock.environments.environment.Environment`) that declare any, for a Lock."""
+    """The facts of the environments (:class:`kernlock.environments.environment.Environment`) that declare any, for a
+    Lock."""
     found = []
     for env in environments:
         data = env.extras.as_data()

@@ -5,10 +5,10 @@ everything else in the file are kept; an edit is written only once a re-read sho
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernlock.errors import ProjectError
+from kernlock.project.inputs import read_document
 from kernlock.util.atomic import write_text_atomic
 
 if TYPE_CHECKING:
@@ -16,22 +16,7 @@ if TYPE_CHECKING:
 
     from kernlock.project.inputs import Project
 
-__all__ = ["read_document", "remove_kernels_dependencies", "remove_requirements", "set_requirements"]
-
-
-def read_document(path: Path) -> tomlkit.TOMLDocument:
-    """``path`` as a tomlkit document (formatting kept, for an edit)."""
-    import tomlkit
-    import tomlkit.exceptions
-
-    try:
-        return tomlkit.parse(path.read_text(encoding="utf-8"))
-    except tomlkit.exceptions.TOMLKitError as err:
-        raise ProjectError(f"{path}: not valid TOML ({err}); fix the file and run the command again.") from err
-    except UnicodeDecodeError as err:
-        raise ProjectError(f"{path} is not UTF-8 text ({err}); save it as UTF-8 and run the command again.") from err
-    except OSError as err:
-        raise ProjectError(f"cannot read {path}: {err.strerror or err}.") from err
+__all__ = ["remove_kernels_dependencies", "remove_requirements", "set_requirements"]
 
 
 def set_requirements(project: Project, revs: dict[str, tuple[str, bool]]) -> None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,6 +30,9 @@ from kernlock.project.signatures import SignaturePolicy
 from kernlock.util import names
 from kernlock.util.wording import noun
 
+if TYPE_CHECKING:
+    import tomlkit
+
 __all__ = [
     "PYPROJECT",
     "Pin",
@@ -40,6 +43,7 @@ __all__ = [
     "find_root",
     "load",
     "locate",
+    "read_document",
 ]
 
 
@@ -131,7 +135,7 @@ class Project:
     requirements: dict[str, Requirement] = field(default_factory=dict)
     environments: list[Environment] | None = None
     #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
-    #: the project until `kernlock import` moves them (:func:`kernlock.lock.foreign.check_project`).
+    #: the project until `kernlock import` moves them (:func:`kernlock.commands.lock.check_project`).
     foreign_dependencies: dict[str, str] = field(default_factory=dict)
     #: ``[tool.kernlock.signatures]`` (the defaults when the table is absent).
     signatures: SignaturePolicy = field(default_factory=SignaturePolicy)
@@ -229,8 +233,6 @@ def _read_plain(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError, OSError):
-        from kernlock.project.edit import read_document  # names the error as tomlkit does
-
         return read_document(path).unwrap()
 
 
@@ -321,3 +323,18 @@ def _check_rev(rev: str, prefix: str) -> str:
     if not _valid(names.check_ref, rev):
         raise ProjectError(f"{prefix}: '{rev}' is not a revision (a branch, tag or commit sha).")
     return rev
+
+
+def read_document(path: Path) -> tomlkit.TOMLDocument:
+    """``path`` as a tomlkit document (formatting kept, for an edit)."""
+    import tomlkit
+    import tomlkit.exceptions
+
+    try:
+        return tomlkit.parse(path.read_text(encoding="utf-8"))
+    except tomlkit.exceptions.TOMLKitError as err:
+        raise ProjectError(f"{path}: not valid TOML ({err}); fix the file and run the command again.") from err
+    except UnicodeDecodeError as err:
+        raise ProjectError(f"{path} is not UTF-8 text ({err}); save it as UTF-8 and run the command again.") from err
+    except OSError as err:
+        raise ProjectError(f"cannot read {path}: {err.strerror or err}.") from err

@@ -270,7 +270,8 @@ def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[Environmen
 
 
 def _builds_for(hub: Hub, repo: str) -> Callable[[list[Environment]], list[str]]:
-    """The versions of ``repo`` with a build for given environments, as :mod:`kernlock.resolve.nobuild` asks for them."""
+    """The versions of ``repo`` with a build for given environments, as :mod:`kernlock.resolve.nobuild` asks for
+    them."""
     return lambda environments: _versions_with_builds(hub, repo, environments)
 
 

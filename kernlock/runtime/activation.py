@@ -167,7 +167,8 @@ def _error(message: str) -> Exception:
 
 
 def _install_kernels(module: ModuleType) -> None:
-    """Hook the installed ``kernels`` (:func:`kernlock.runtime.loaders.install`), then check kernels it loaded before."""
+    """Hook the installed ``kernels`` (:func:`kernlock.runtime.loaders.install`), then check kernels it loaded
+    before."""
     from kernlock.runtime import loaders
     from kernlock.runtime import policy as hooks_kernels
 

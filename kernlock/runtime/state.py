@@ -1,8 +1,8 @@
 """What the current activation decided: its settings and a generation the hooks compare (docs/activation.md).
 
-:func:`kernlock.runtime.activation.activate` sets them; the hooks (:mod:`kernlock.runtime.policy`) read them. They live here,
-in a module that imports nothing, so that the hooks never import :mod:`kernlock.runtime.activation` (which installs them):
-no import cycle, and activation stays cheap.
+:func:`kernlock.runtime.activation.activate` sets them; the hooks (:mod:`kernlock.runtime.policy`) read them. They live
+here, in a module that imports nothing, so that the hooks never import :mod:`kernlock.runtime.activation` (which
+installs them): no import cycle, and activation stays cheap.
 """
 
 from __future__ import annotations

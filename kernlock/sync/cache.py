@@ -24,7 +24,6 @@ its folder instead of re-hashing it. This module imports no network stack: the r
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import json
@@ -37,7 +36,7 @@ from typing import Any
 from kernlock.errors import IntegrityError
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.util import hfenv, names
-from kernlock.util.atomic import write_bytes_atomic
+from kernlock.util.atomic import unwritable, write_bytes_atomic
 
 __all__ = [
     "RECEIPTS",
@@ -56,7 +55,6 @@ __all__ = [
     "targets",
     "under",
     "unlink_symlink",
-    "unwritable",
     "variant_path",
     "write_receipt",
 ]
@@ -161,19 +159,6 @@ def unlink_symlink(path: Path) -> None:
     """A symlink where kernlock writes a file is replaced, never written through."""
     if path.is_symlink():
         path.unlink()
-
-
-#: Why a write to a cache can fail that is not kernlock's to fix: the cache (or that path in it) is read-only,
-#: someone else's, holds a folder where a file belongs, or the disk is full.
-_UNWRITABLE = frozenset(
-    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOSPC, errno.EDQUOT}
-)
-
-
-def unwritable(err: OSError) -> bool:
-    """Whether ``err`` means the cache cannot be written there (a shortcut written to it is then skipped); any
-    other error (an I/O error, a path too long) is not skipped."""
-    return err.errno in _UNWRITABLE
 
 
 def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[LockedKernel, LockedVariant]]:

@@ -1,9 +1,9 @@
 """Is a locked variant in the cache exactly as the lock says? The check the run-time hooks, ``verify`` and ``sync``
 share: no network, no hashing where a receipt still vouches for a file.
 
-A variant folder holds exactly the locked files and kernlock's ``__pycache__`` markers (layout: :mod:`kernlock.sync.cache`):
-anything else (a ``__pycache__`` folder, a stray ``.pyc``/``.so``/``.py``, a symlink that does not point at its
-blob) is refused by :func:`check_variant`, reported by ``verify`` and removed by ``sync``.
+A variant folder holds exactly the locked files and kernlock's ``__pycache__`` markers (layout:
+:mod:`kernlock.sync.cache`): anything else (a ``__pycache__`` folder, a stray ``.pyc``/``.so``/``.py``, a symlink that
+does not point at its blob) is refused by :func:`check_variant`, reported by ``verify`` and removed by ``sync``.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from kernlock.sync.cache import (
     read_receipt,
     receipt_path,
     stat_key,
-    unwritable,
     variant_path,
     write_receipt,
 )
 from kernlock.util import names
+from kernlock.util.atomic import unwritable
 
 __all__ = [
     "Extra",

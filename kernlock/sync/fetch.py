@@ -1,10 +1,10 @@
 """Bring one locked variant into the cache: download exactly the files that are missing or wrong, verified.
 
 A file is downloaded to this process's ``blobs/<etag>.<host>-<pid>-<thread>.incomplete`` (resumed from what an
-interrupted sync left, :mod:`kernlock.util.sharing`), hashed, and only moved into place when it matches the lock; then its
-``snapshots/...`` symlink is pointed at it. Only ``sync`` and the run-time path of a variant that is not synced yet
-import this module; it imports the network stack (through :class:`kernlock.hub.client.Hub`) only when a file must really be
-fetched.
+interrupted sync left, :mod:`kernlock.util.sharing`), hashed, and only moved into place when it matches the lock; then
+its ``snapshots/...`` symlink is pointed at it. Only ``sync`` and the run-time path of a variant that is not synced yet
+import this module; it imports the network stack (through :class:`kernlock.hub.client.Hub`) only when a file must really
+be fetched.
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from kernlock.sync.cache import (
     stat_key,
     under,
     unlink_symlink,
-    unwritable,
     variant_path,
     write_receipt,
 )
 from kernlock.sync.check import FileState, check_variant, inspect_variant, markers, place_markers, remove
 from kernlock.util import hfenv, interrupt
-from kernlock.util.atomic import write_bytes_atomic
+from kernlock.util.atomic import unwritable, write_bytes_atomic
 from kernlock.util.sharing import cache_lock, claim_partial, make_folder
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made

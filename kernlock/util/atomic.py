@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 from kernlock.util.sharing import make_folder
 
-__all__ = ["write_bytes_atomic", "write_text_atomic"]
+__all__ = ["unwritable", "write_bytes_atomic", "write_text_atomic"]
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -62,3 +63,16 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) atomically."""
     write_bytes_atomic(path, text.encode())
+
+
+#: Why a write to a cache can fail that is not kernlock's to fix: the cache (or that path in it) is read-only,
+#: someone else's, holds a folder where a file belongs, or the disk is full.
+_UNWRITABLE = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOSPC, errno.EDQUOT}
+)
+
+
+def unwritable(err: OSError) -> bool:
+    """Whether ``err`` means the cache cannot be written there (a shortcut written to it is then skipped); any
+    other error (an I/O error, a path too long) is not skipped."""
+    return err.errno in _UNWRITABLE

@@ -1,5 +1,6 @@
 """The kernels loader's variant-selection rule (kernels 0.17: ``_check_variants`` + ``_sort_variants``), as
-kernlock's own copy: which build variants a machine loads, most preferred first (see :mod:`kernlock.variants.grammar`)."""
+kernlock's own copy: which build variants a machine loads, most preferred first (see
+:mod:`kernlock.variants.grammar`)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ class Probe:
 
 
 class Adapter(Protocol):
-    """What an adapter module defines (:mod:`~kernlock.runtime.loaders.resolver_gen`, :mod:`~kernlock.runtime.loaders.utils_gen`)."""
+    """What an adapter module defines (:mod:`~kernlock.runtime.loaders.resolver_gen`,
+    :mod:`~kernlock.runtime.loaders.utils_gen`)."""
 
     #: The generation it hooks (``resolver``, ``utils``).
     NAME: str
