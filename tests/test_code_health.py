@@ -69,15 +69,16 @@ def _type_checking_only(node: ast.stmt) -> bool:
     return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING")
 
 
-def _imported(name: str, path: Path, modules: dict[str, Path], *, lazy: bool) -> set[str]:
-    """The kernlock modules ``name`` imports: at module level (not under ``if TYPE_CHECKING:``), and with
-    ``lazy`` also inside functions. ``from pkg import x`` is an import of ``pkg.x`` when that is a module."""
+def _imported(name: str, path: Path, modules: dict[str, Path], *, lazy: bool, typing_too: bool = False) -> set[str]:
+    """The kernlock modules ``name`` imports: at module level (not under ``if TYPE_CHECKING:`` unless
+    ``typing_too``), and with ``lazy`` also inside functions. ``from pkg import x`` is an import of ``pkg.x`` when
+    that is a module."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(statements: list[ast.stmt]) -> None:
         for node in statements:
-            if _type_checking_only(node):
+            if _type_checking_only(node) and not typing_too:
                 continue
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
@@ -146,6 +147,70 @@ def test_kernlock_has_no_import_cycle(lazy: bool) -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+#: kernlock's rooms from the top floor down (docs/architecture.md): a module may import from its own room and the
+#: rooms below it, never from one above. The top-level modules stand where their imports put them.
+FLOORS = [
+    ["__main__"],
+    ["cli"],
+    ["api"],
+    ["commands"],
+    ["activate", "distributed", "kernlock"],
+    ["runtime", "airgap"],
+    ["sync", "resolve"],
+    ["signing"],
+    ["hub"],
+    ["project"],
+    ["lock"],
+    ["environments"],
+    ["variants"],
+    ["util", "errors", "_version"],
+]
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "kernlock"
+
+
+def _floor(module: str) -> int:
+    room = _room(module)
+    return next(level for level, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def _every_import() -> dict[str, set[str]]:
+    """Every kernlock import of every module: at module level, inside functions and under TYPE_CHECKING."""
+    modules = _modules()
+    return {name: _imported(name, path, modules, lazy=True, typing_too=True) for name, path in modules.items()}
+
+
+def test_kernlock_has_no_import_cycle_even_through_type_checking_imports() -> None:
+    cycle = _cycle(_every_import())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_every_module_lives_in_a_room_of_the_plan() -> None:
+    rooms = {room for floor in FLOORS for room in floor}
+    stray = sorted(name for name in _modules() if _room(name) not in rooms and _room(name) != "testing")
+    assert stray == [], f"modules outside the rooms of docs/architecture.md: {stray}"
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    """A room imports only from itself and the rooms below it (FLOORS, docs/architecture.md)."""
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, targets in _every_import().items()
+        if _room(name) != "testing"
+        for target in targets
+        if _room(target) != "testing" and _floor(target) < _floor(name)
+    )
+    assert upward == [], "imports that run up a floor: " + ", ".join(upward)
+
+
+def test_the_floor_check_sees_an_upward_import() -> None:
+    assert _floor("kernlock.hub.client") > _floor("kernlock.sync.fetch")  # sync may import hub
+    assert _floor("kernlock.sync.cache") < _floor("kernlock.hub.client")  # so hub -> sync would be refused
 
 
 def _over_size() -> list[str]:

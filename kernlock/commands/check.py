@@ -10,62 +10,12 @@ environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from kernlock.commands.check_record import CheckReport, CheckRow
 from kernlock.errors import KernlockError, LockError, ProjectError
 
 __all__ = ["CheckReport", "CheckRow", "check"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckRow:
-    """One line of the table: a case of one locked build, or a kernel (or layer) not checked."""
-
-    kernel: str
-    commit: str
-    variant: str
-    case: str
-    error: float | None
-    tolerance: float | None
-    verdict: str  # "pass", "FAIL" or "not checked"
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel,
-            "commit": self.commit,
-            "variant": self.variant,
-            "case": self.case,
-            "max-abs-error": self.error,
-            "tolerance": self.tolerance,
-            "result": self.verdict,
-            "note": self.note,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckReport:
-    """Every row, this machine's environment and device, and where the results were recorded (if they were)."""
-
-    environment: str
-    device: str
-    rows: tuple[CheckRow, ...]
-    recorded: Path | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not any(row.verdict == "FAIL" for row in self.rows)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "environment": self.environment,
-            "device": self.device,
-            "ok": self.ok,
-            "rows": [row.as_dict() for row in self.rows],
-            "recorded": str(self.recorded) if self.recorded else None,
-        }
 
 
 def check(

@@ -1,4 +1,5 @@
-"""``kernels.check.toml``: what `kernlock check --record` found, per locked build and machine (docs/check.md).
+"""What `kernlock check` found (its rows and report) and ``kernels.check.toml``, where `--record` keeps it, per locked
+build and machine (docs/check.md).
 
 Its own file beside the lock (the lock stays machine-independent). One ``[[check]]`` table per (repo, commit,
 variant, environment, device): a new result for the same key replaces the old one, every other entry is kept, so
@@ -9,8 +10,9 @@ bytes. A file that does not read as such tables is refused with its name, never 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,14 +22,60 @@ else:  # pragma: no cover - Python 3.10
 from kernlock.errors import ProjectError
 from kernlock.util.atomic import write_text_atomic
 
-if TYPE_CHECKING:
-    from kernlock.commands.check import CheckReport
-
-__all__ = ["FILE_NAME", "read", "write"]
+__all__ = ["FILE_NAME", "CheckReport", "CheckRow", "read", "write"]
 
 FILE_NAME = "kernels.check.toml"
 _HEADER = "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
 _KEY = ("repo", "commit", "variant", "environment", "device")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckRow:
+    """One line of the table: a case of one locked build, or a kernel (or layer) not checked."""
+
+    kernel: str
+    commit: str
+    variant: str
+    case: str
+    error: float | None
+    tolerance: float | None
+    verdict: str  # "pass", "FAIL" or "not checked"
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "commit": self.commit,
+            "variant": self.variant,
+            "case": self.case,
+            "max-abs-error": self.error,
+            "tolerance": self.tolerance,
+            "result": self.verdict,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckReport:
+    """Every row, this machine's environment and device, and where the results were recorded (if they were)."""
+
+    environment: str
+    device: str
+    rows: tuple[CheckRow, ...]
+    recorded: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(row.verdict == "FAIL" for row in self.rows)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "environment": self.environment,
+            "device": self.device,
+            "ok": self.ok,
+            "rows": [row.as_dict() for row in self.rows],
+            "recorded": str(self.recorded) if self.recorded else None,
+        }
 
 
 def read(path: Path) -> list[dict[str, Any]]:
