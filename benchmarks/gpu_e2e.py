@@ -109,8 +109,15 @@ def make_repo(hub_root: Path, cuda_builds: dict[int, Path]) -> None:
     """flash-attn2 with CPU builds on v2/v3 and the given prebuilt CUDA variant folders uploaded onto them."""
     from kernlock.testing import create_kernel_repo
 
+    # Unsigned builds: the GPU image has no sigstore (signatures are tested on CPU, tests/test_signatures.py); the
+    # lock records them as "unsigned", as it does for any build without a bundle.
     repo = create_kernel_repo(
-        hub_root, REPO, {"v2": [CPU_ENV, "torch-cpu"], "v3": [CPU_ENV, "torch-cpu"]}, kind="attention", trusted=True
+        hub_root,
+        REPO,
+        {"v2": [CPU_ENV, "torch-cpu"], "v3": [CPU_ENV, "torch-cpu"]},
+        kind="attention",
+        trusted=True,
+        signed=False,
     )
     for version, folder in sorted(cuda_builds.items()):
         files = {

@@ -1387,7 +1387,8 @@ def create_kernel_repo(
         signer=dict(signer) if signer else None,
         signed=signed,
     )
-    write_trusted_root(root)
+    if signed:  # an unsigned repo needs no sigstore instance (nor cryptography, which a GPU image may lack)
+        write_trusted_root(root)
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
     stream = _Stream()
