@@ -90,7 +90,11 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     server = _Served(["serve", str(root), "--port", "0", "--latency", "0.3"])
     served.append(server)
     assert server.url.startswith("http://127.0.0.1:")
-    assert server.exported() == {"HF_ENDPOINT": server.url, "HF_HUB_DISABLE_XET": "1"}
+    assert server.exported() == {
+        "HF_ENDPOINT": server.url,
+        "HF_HUB_DISABLE_XET": "1",
+        "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(root / "sigstore" / "trusted_root.json"),  # the sample builds are signed
+    }
     env = _user(tmp_path, server.exported())
     project = tmp_path / "project"
     project.mkdir()
