@@ -163,10 +163,10 @@ def test_readme_quick_start_locks_as_written_against_the_sample_hub(tmp_path: Pa
                 continue
             if words[0] == "git":
                 done = subprocess.run(words, cwd=cwd, capture_output=True, text=True)
-            elif words[0] == "kernlock" and words[1] != "run":
+            elif words[0] == "kernlock" and words[1] not in ("run", "hook"):
                 done = run_cli(*words[1:], env=env, cwd=cwd)
-            else:
-                continue  # `kernlock run -- trl ...`, `python train.py`: the user's own program
+            else:  # `kernlock run -- trl ...`, `python train.py`: the user's own program; `kernlock hook install`
+                continue  # binds the Python environment itself (tests/test_hook.py runs it in a venv of its own)
             assert done.returncode == 0, (line, done.stdout, done.stderr)
             assert "Traceback" not in done.stderr and "warning" not in done.stderr, (line, done.stderr)
         if block is consoles[1]:  # then the user declares where they run: the README's TOML

@@ -468,14 +468,18 @@ def test_a_synced_load_imports_no_download_module(rt: Runtime):
 
 def _settings(rt: Runtime, cwd: Path, env: dict[str, str] | None = None, call: str = "") -> Child:
     activation = call or "import kernlock.activate"
-    code = f"import kernlock\nfrom kernlock import runtime\n{activation}\nprint(runtime.settings())"
+    code = (
+        f"import kernlock\nfrom kernlock.runtime import activation as runtime\n{activation}\nprint(runtime.settings())"
+    )
     return rt.run_argv([sys.executable, "-c", code], env=env, cwd=cwd)
 
 
 def test_a_script_started_from_another_folder_finds_the_lock_above_it(rt: Runtime, tmp_path: Path):
     """`python proj/train.py` from the folder above the project: the lock is looked for upward from the current
     folder, then upward from the main script's folder; the error lists every folder looked in."""
-    program = "import kernlock.activate\nfrom kernlock import runtime\nprint(runtime.settings())\n"
+    program = (
+        "import kernlock.activate\nfrom kernlock.runtime import activation as runtime\nprint(runtime.settings())\n"
+    )
     script = rt.project / "first-hour" / "train.py"
     script.parent.mkdir(exist_ok=True)
     script.write_text(program)

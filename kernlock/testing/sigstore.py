@@ -45,7 +45,7 @@ _DER = serialization.Encoding.DER
 _SCT_LIST = x509.ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Identity:
     """Who signs: the GitHub Actions OIDC identity a Fulcio certificate records."""
 
