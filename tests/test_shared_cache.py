@@ -87,6 +87,13 @@ def _home(base: Path, user: str) -> Path:
 def _as(user: str, argv: list[str], base: Path, env: dict[str, str], umask: int, cwd: Path):
     home = _home(base, user)
     env = {**env, "HOME": str(home), "KERNLOCK_CACHE": str(home / ".cache" / "kernlock")}
+    root = env.get("KERNLOCK_SIGSTORE_TRUSTED_ROOT")
+    if root:  # the test sigstore instance's root lies in this (root) process's own tmp folder: give a copy all may read
+        shared = base / "trusted_root.json"
+        if not shared.exists():
+            shutil.copyfile(root, shared)
+            shared.chmod(0o644)
+        env["KERNLOCK_SIGSTORE_TRUSTED_ROOT"] = str(shared)
     return subprocess.run(
         argv, env=env, cwd=cwd, user=user, group=GROUP, extra_groups=[GROUP], umask=umask,
         capture_output=True, text=True, timeout=300,
