@@ -35,7 +35,8 @@ SCRUBBED = (
 
 def use_local_hub(work: Path, port: int, **extra: str) -> None:
     """Point this process (and its children) at a local Hub on ``port`` with caches under ``work``; call it before
-    anything imports huggingface_hub or kernels (they read these at import). ``extra``: more variables."""
+    anything imports huggingface_hub or kernels (they read these at import). ``extra``: more variables. The Hub's
+    folder is ``work / "hub"``, whose builds the test sigstore instance signs: its trusted root is named too."""
     os.environ.update(
         {
             "HF_ENDPOINT": f"http://127.0.0.1:{port}",
@@ -44,6 +45,7 @@ def use_local_hub(work: Path, port: int, **extra: str) -> None:
             "HF_HUB_CACHE": str(work / "hf-cache"),
             "KERNLOCK_CACHE": str(work / "kernlock-own"),
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(work / "hub" / "sigstore" / "trusted_root.json"),
         }
     )
     for key in SCRUBBED:
