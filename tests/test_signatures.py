@@ -92,6 +92,28 @@ def test_a_signed_build_is_verified_and_its_signer_recorded(
     assert rows[0]["signature"]["signer"] == DEFAULT_WORKFLOW and rows[0]["signature"]["log-index"] >= 0
 
 
+def test_an_update_names_a_signature_only_when_who_signed_changed(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path
+) -> None:
+    """Another commit signed by the same workflow prints its `Updated` line and no signature line (a new build of
+    the same signer is no news); a change of signer is printed, naming both."""
+    from kernlock.lock.changes import diff
+
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV])
+    old = _lock(project, hub)
+    write_pyproject(project, f'"{catalog.activation}" = "v2"\n', environments=[CPU_ENV])
+    relocked = run_cli("lock", "--project", str(project), env={**user_env, **hub.env()})
+    assert relocked.returncode == 0, relocked.stderr
+    assert f"Updated {catalog.activation} v1" in relocked.stdout and "signature" not in relocked.stdout
+    [entry] = old.kernels
+    [variant] = [v for v in entry.variants if CPU_ENV in v.environments]
+    assert isinstance(variant.signature, Signature)
+    other = replace(variant.signature, signer=DEFAULT_WORKFLOW.replace("refs/heads/main", "refs/heads/dev"))
+    moved = replace(entry, variants=tuple(replace(v, signature=other) if v is variant else v for v in entry.variants))
+    lines = diff(old, replace(old, kernels=(moved,))).render()
+    assert f"  ~ {variant.name}: signature signed by {DEFAULT_WORKFLOW} -> signed by {other.signer}" in lines
+
+
 def test_signing_is_deterministic() -> None:
     """The fixture Hub signs every build: the same bytes each time (the fixtures stay byte-identical); its cost is
     in docs/benchmarks.md ("Signatures")."""

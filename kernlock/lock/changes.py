@@ -165,7 +165,8 @@ def _details(a: LockedKernel, b: LockedKernel) -> list[str]:
     for variant in b.variants:
         if variant.name in old and old[variant.name] != variant.signature:
             before, after = _signer(old[variant.name]), _signer(variant.signature)
-            found.append(f"~ {variant.name}: signature {before} -> {after}")
+            if before != after:  # who signed changed (a new build by the same signer is no news)
+                found.append(f"~ {variant.name}: signature {before} -> {after}")
     return found
 
 
