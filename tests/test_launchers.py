@@ -67,6 +67,9 @@ TRAIN = CHILD_PRELUDE + textwrap.dedent(
         json.dump(report, out)
     dist.barrier()
     dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # gloo's threads sometimes abort at interpreter exit on a loaded machine (SIGABRT, exit -6), after
+    # the report is written: that teardown is not what this test is about (tests/test_record.py does the same)
     """
 )
 
