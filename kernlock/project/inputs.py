@@ -28,7 +28,7 @@ from kernlock.project import signatures as sigpolicy
 from kernlock.project.conditions import Condition
 from kernlock.project.signatures import SignaturePolicy
 from kernlock.util import names
-from kernlock.util.wording import noun
+from kernlock.util.wording import unknown_keys
 
 if TYPE_CHECKING:
     import tomlkit
@@ -49,6 +49,8 @@ __all__ = [
 
 PYPROJECT = "pyproject.toml"
 _VCS = (".git", ".hg", ".svn")
+#: The keys of [tool.kernlock], in the order its unknown-key message lists them.
+_TABLE_KEYS = ("environments", "kernels", "signatures")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,12 +198,9 @@ def load(root: Path | str) -> Project:
     table = _kernlock_table(doc, pyproject)
     if table is None:
         return Project(root=root, foreign_dependencies=foreign_dependencies)
-    unknown = set(table) - {"environments", "kernels", "signatures"}
+    unknown = set(table) - set(_TABLE_KEYS)
     if unknown:
-        raise ProjectError(
-            f"{pyproject}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in "
-            "[tool.kernlock]; allowed: environments, kernels, signatures."
-        )
+        raise ProjectError(f"{pyproject}: {unknown_keys(unknown, _TABLE_KEYS, '[tool.kernlock]')}.")
     signatures = sigpolicy.parse(table.get("signatures"), pyproject)
     environments = _parse_environments(table.get("environments"), pyproject)
     kernels = table.get("kernels", {})

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kernlock.errors import ProjectError
-from kernlock.util.wording import noun
+from kernlock.util.wording import unknown_keys
 
 __all__ = [
     "DEFAULT_SIGNERS",
@@ -82,6 +82,8 @@ class SignaturePolicy:
 
 
 _TABLE = "[tool.kernlock.signatures]"
+_KEYS = ("mode", "trusted-root", "signer")
+_SIGNER_KEYS = ("repository", "workflows", "issuer")
 
 
 def parse(value: Any, where: Path) -> SignaturePolicy:
@@ -90,12 +92,9 @@ def parse(value: Any, where: Path) -> SignaturePolicy:
         return SignaturePolicy()
     if not isinstance(value, dict):
         raise ProjectError(f"{where}: {_TABLE} must be a table.")
-    unknown = set(value) - {"mode", "trusted-root", "signer"}
+    unknown = set(value) - set(_KEYS)
     if unknown:
-        raise ProjectError(
-            f"{where}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))} in {_TABLE}; allowed: mode, "
-            "trusted-root, signer."
-        )
+        raise ProjectError(f"{where}: {unknown_keys(unknown, _KEYS, _TABLE)}.")
     mode = value.get("mode", "verify")
     if mode not in MODES:
         raise ProjectError(f'{where}: {_TABLE} mode must be "require", "verify" or "off", not {mode!r}.')
@@ -117,12 +116,9 @@ def _signer(item: Any, where: Path, index: int) -> Signer:
     prefix = f"{where}: [[tool.kernlock.signatures.signer]] #{index + 1}"
     if not isinstance(item, dict):
         raise ProjectError(f"{prefix} must be a table with `repository` and `workflows`.")
-    unknown = set(item) - {"repository", "workflows", "issuer"}
+    unknown = set(item) - set(_SIGNER_KEYS)
     if unknown:
-        raise ProjectError(
-            f"{prefix}: unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}; allowed: repository, "
-            "workflows, issuer."
-        )
+        raise ProjectError(f"{prefix}: {unknown_keys(unknown, _SIGNER_KEYS)}.")
     repository = item.get("repository")
     if not isinstance(repository, str) or repository.count("/") != 1 or repository.startswith("https:"):
         raise ProjectError(f'{prefix}: `repository` must be a GitHub owner/name, e.g. "huggingface/kernels-community".')

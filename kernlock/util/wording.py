@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["count", "noun", "size"]
+__all__ = ["count", "noun", "size", "unknown_keys"]
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -13,6 +13,12 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 def noun(n: int, singular: str, plural: str | None = None) -> str:
     """The noun alone, agreeing with ``n``: ``noun(2, "key")`` -> ``"keys"``."""
     return singular if n == 1 else plural or singular + "s"
+
+
+def unknown_keys(unknown: set[str], allowed: tuple[str, ...], place: str = "") -> str:
+    """``"unknown keys a, b in [table]; allowed: x, y"`` (``place``: where, if anywhere; ``allowed`` in its order)."""
+    where = f" in {place}" if place else ""
+    return f"unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}{where}; allowed: {', '.join(allowed)}"
 
 
 def size(n: int) -> str:
