@@ -17,6 +17,7 @@ __all__ = [
     "ProjectError",
     "ResolutionError",
     "SignatureError",
+    "SignedDigestError",
     "SpecError",
     "UnknownRevisionError",
     "UnreachableError",
@@ -91,6 +92,12 @@ class IntegrityError(KernlockError):
 class SignatureError(IntegrityError):
     """A build's sigstore signature fails, is signed by someone the policy does not accept, or is missing where the
     policy requires one; never waived (not by `--trust` either)."""
+
+
+class SignedDigestError(SignatureError):
+    """A build's files disagree with the digest its signature vouches for: the build itself is refused (at lock
+    time; in the cache, withdrawn: :mod:`kernlock.sync.refusals`), unlike a signature the trusted root or the policy
+    does not accept, which is a matter of configuration."""
 
 
 class ActivationError(KernlockError, ImportError):

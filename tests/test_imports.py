@@ -71,6 +71,7 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
         "kernlock.cli.run",
         "kernlock.errors",
         "kernlock.util",
+        "kernlock.util.interrupt",  # the console's Ctrl-C handler, installed before the command is imported
         "kernlock.util.wording",
     ]
     assert _heavy(modules) == []

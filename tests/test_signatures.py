@@ -193,7 +193,8 @@ def test_a_flipped_byte_of_metadata_json_is_refused(
 def test_a_valid_signature_over_a_digest_the_files_do_not_match(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
-    """An LFS file is checked at lock time (the tree gives its sha256); the rest when the files are synced."""
+    """Every file is checked at lock time: an LFS file by the sha256 the tree gives, a git file (a Python source,
+    which runs at import) by its bytes, fetched (tests/test_refused_builds.py: sync refuses one too)."""
     repo = own_repo(catalog, {"v1": [CPU_ENV]})
     tree = fresh_hub(hub).build_tree(repo, catalog.repo(repo).head("v1"))[CPU_ENV]
     [so] = [f.path for f in tree if f.path.endswith(".so")]
@@ -205,9 +206,7 @@ def test_a_valid_signature_over_a_digest_the_files_do_not_match(
     init = _variant_file(catalog, other, "v1", "__init__.py") + b"\n# changed after signing\n"
     catalog.repo(other).upload_files("v1", {f"build/{CPU_ENV}/__init__.py": init}, sign=False)
     write_pyproject(project, f'"{other}" = "v1"\n', environments=[CPU_ENV])
-    _lock(project, hub)  # a git file's sha256 is not in the tree: checked when synced
-    result = run_cli("sync", "--project", str(project), env=user_env)
-    assert_clean_error(result, "__init__.py does not match the hash its signed digest gives")
+    _refused(project, hub, "__init__.py does not match the hash its signed digest gives")
 
 
 def test_a_file_the_signed_digest_does_not_list_is_refused(

@@ -17,7 +17,14 @@ import os
 import sys
 import threading
 
-from kernlock.cli.app import main
+from kernlock.util import interrupt
+
+interrupt.install_handlers()  # first: a Ctrl-C while the command is still being imported is an interrupt too
+try:
+    from kernlock.cli.app import main
+except interrupt.Interrupted as stop:
+    sys.stderr.write("interrupted: stopped before the command started; nothing was changed.\n")
+    os._exit(stop.exit_code)
 
 __all__ = ["run"]
 

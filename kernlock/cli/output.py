@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from kernlock.util import interrupt
 from kernlock.util.wording import count, size
 
 if TYPE_CHECKING:
@@ -135,7 +136,9 @@ def print_env(report: dict[str, Any]) -> None:
 
 
 def print_sync(report: SyncReport) -> None:
-    """Print a kernlock.sync.engine.SyncReport: what was downloaded or repaired, and a one-line summary."""
+    """Print a kernlock.sync.engine.SyncReport: what was downloaded or repaired, and a one-line summary. The sync
+    is done: an interrupt from here on no longer turns it into a failure (:func:`interrupt.finish`)."""
+    interrupt.finish()
     if report.relocked:
         click.echo(f"re-locked kernels.lock first ({report.relocked})")
     for v in report.variants:

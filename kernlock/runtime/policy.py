@@ -31,6 +31,7 @@ from kernlock.runtime import state as activated
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.lock.index import LockView
+    from kernlock.sync.signatures import SignatureCheck
 
 __all__ = [
     "Located",
@@ -197,6 +198,22 @@ def _spec(repo: str, asked: str) -> str:
     return repo
 
 
+def _signature_check(lockfile: str | None) -> SignatureCheck:
+    """The signature check of a load that fetches a variant: against the trusted root of the lock's project
+    (``[tool.kernlock.signatures] trusted-root``), else ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT`` or sigstore's own."""
+    from kernlock.project import inputs
+    from kernlock.sync.signatures import SignatureCheck
+
+    root = None
+    if lockfile is not None:
+        folder = os.path.dirname(os.path.abspath(lockfile))
+        try:
+            root = inputs.load(folder).signatures.trusted_root_path(Path(folder))
+        except (KernlockError, OSError):  # no readable project beside the lock: the default root
+            root = None
+    return SignatureCheck(root)
+
+
 def _not_covered(state: _State, lockfile: str) -> str:
     covered = ", ".join(state.lock.environments) or "none"
     return (
@@ -294,7 +311,8 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
                 from kernlock.sync.fetch import ensure_variant
 
                 hub = Hub(retries=_FETCH_RETRIES, backoff=0.25)  # a load waits seconds, not minutes
-                path = ensure_variant(entry, variant, hub=hub, offline=hfenv.offline())
+                check = _signature_check(settings.lockfile if settings is not None else None)
+                path = ensure_variant(entry, variant, hub=hub, offline=hfenv.offline(), signatures=check)
             except HubError as err:
                 raise NotSyncedError(
                     f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here and could not "

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import SignatureError
+from kernlock.errors import SignatureError, SignedDigestError
 from kernlock.lock.model import LockedFile, Signature
 from kernlock.project.signatures import Signer
 
@@ -25,6 +25,7 @@ __all__ = [
     "METADATA",
     "BundleVerifier",
     "check_digest",
+    "covered",
     "unsigned_allowed",
 ]
 
@@ -171,7 +172,7 @@ def _short(err: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _covered(path: str) -> bool:
+def covered(path: str) -> bool:
     """Whether kernel-builder's digest lists ``path`` (all but metadata.json, its bundle, and compiled Python)."""
     return path not in (METADATA, BUNDLE) and "__pycache__" not in path.split("/") and not path.endswith(".pyc")
 
@@ -189,20 +190,20 @@ def check_digest(
     try:
         digest = json.loads(metadata).get("digest")
     except (ValueError, AttributeError):
-        raise SignatureError(f"{what}: the signed {METADATA} is not a JSON object; {fix}") from None
+        raise SignedDigestError(f"{what}: the signed {METADATA} is not a JSON object; {fix}") from None
     if not isinstance(digest, dict) or not isinstance(digest.get("files"), dict):
-        raise SignatureError(f"{what}: the signed {METADATA} has no `digest` of the build's files; {fix}")
+        raise SignedDigestError(f"{what}: the signed {METADATA} has no `digest` of the build's files; {fix}")
     algorithm = digest.get("algorithm")
     if algorithm not in ("sha256", "sha512"):
-        raise SignatureError(f"{what}: the signed digest uses {algorithm!r}, not sha256 or sha512; {fix}")
+        raise SignedDigestError(f"{what}: the signed digest uses {algorithm!r}, not sha256 or sha512; {fix}")
     listed: dict[str, Any] = digest["files"]
-    locked = {f.path: f for f in files if _covered(f.path)}
+    locked = {f.path: f for f in files if covered(f.path)}
     missing, unknown = sorted(set(listed) - set(locked)), sorted(set(locked) - set(listed))
     if missing or unknown:
         parts = ([f"lists {', '.join(missing[:3])}, which the build does not have"] if missing else []) + (
             [f"does not list {', '.join(unknown[:3])}"] if unknown else []
         )
-        raise SignatureError(f"{what}: the signed digest {' and '.join(parts)}; {fix}")
+        raise SignedDigestError(f"{what}: the signed digest {' and '.join(parts)}; {fix}")
     for path, file in locked.items():
         actual = hash_of(file, algorithm)
         if actual is None:
@@ -212,7 +213,7 @@ def check_digest(
         except ValueError:
             signed = b""
         if signed != actual:
-            raise SignatureError(f"{what}: {path} does not match the hash its signed digest gives; {fix}")
+            raise SignedDigestError(f"{what}: {path} does not match the hash its signed digest gives; {fix}")
 
 
 def unsigned_allowed(mode: str, what: str, fix: str) -> None:

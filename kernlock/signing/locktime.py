@@ -3,10 +3,14 @@ it (``signature`` in kernels.lock), or ``"unsigned"``; a signature that fails st
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kernlock.errors import SignatureError
+from kernlock.errors import IntegrityError, SignatureError
+from kernlock.hub.answers import MAX_READ
+from kernlock.hub.wire import git_blob_id
 from kernlock.lock.model import UNSIGNED, Lock, LockedFile, LockedKernel, LockedVariant, Signature
 from kernlock.util import interrupt
 
@@ -31,19 +35,44 @@ def _file(variant: LockedVariant, path: str) -> LockedFile | None:
     return next((f for f in variant.files if f.path == path), None)
 
 
+def _fetched(file: LockedFile, covered: Callable[[str], bool]) -> bool:
+    """Whether lock time fetches ``file`` to check it against the signed digest: a git (non-LFS) file the digest
+    covers, small enough for one read (Python sources, metadata: what runs at import)."""
+    return file.algorithm == "git-sha1" and file.size <= MAX_READ and covered(file.path)
+
+
+def _git_file(hub: Hub, entry: LockedKernel, base: str, file: LockedFile) -> bytes:
+    """The bytes of a git file of the build, proven to be the blob the tree names."""
+    data = hub.read_blob(entry.repo, entry.commit, base + file.path, file.hash)
+    if git_blob_id(data) != file.digest:
+        raise IntegrityError(
+            f"{hub.endpoint} served {entry.repo}@{entry.commit[:12]} {base}{file.path} with other bytes than its "
+            "tree names (git blob id); kernels.lock was not written. Retry; if it persists, check HF_ENDPOINT."
+        )
+    return data
+
+
 def record_signatures(lock: Lock, project: Project, hub: Hub) -> Lock:
     """``lock`` with every variant's ``signature`` set by the project's ``[tool.kernlock.signatures]`` policy."""
     policy = project.signatures
     if policy.mode == "off":
         return lock
-    from kernlock.signing.bundle import BUNDLE, MAX_BUNDLE, METADATA, BundleVerifier, check_digest, unsigned_allowed
+    from kernlock.signing.bundle import (
+        BUNDLE,
+        MAX_BUNDLE,
+        METADATA,
+        BundleVerifier,
+        check_digest,
+        covered,
+        unsigned_allowed,
+    )
 
     jobs: dict[tuple[str, str, str], tuple[LockedKernel, LockedVariant]] = {}
     for entry in lock.kernels:
         for variant in entry.variants:
             jobs.setdefault((entry.repo, entry.commit, variant.name), (entry, variant))
 
-    def fetch(job: tuple[LockedKernel, LockedVariant]) -> tuple[bytes, bytes] | None:
+    def fetch(job: tuple[LockedKernel, LockedVariant]) -> tuple[bytes, bytes, dict[str, bytes]] | None:
         entry, variant = job
         what = f"{entry.repo}@{entry.commit[:12]} {variant.name}"
         bundle, metadata = _file(variant, BUNDLE), _file(variant, METADATA)
@@ -61,6 +90,7 @@ def record_signatures(lock: Lock, project: Project, hub: Hub) -> Lock:
         return (
             hub.read_blob(entry.repo, entry.commit, base + METADATA, metadata.hash),
             hub.read_blob(entry.repo, entry.commit, base + BUNDLE, bundle.hash),
+            {f.path: _git_file(hub, entry, base, f) for f in variant.files if _fetched(f, covered)},
         )
 
     with interrupt.worker_pool(WORKERS) as pool:
@@ -74,7 +104,7 @@ def record_signatures(lock: Lock, project: Project, hub: Hub) -> Lock:
             found[key] = UNSIGNED
             continue
         entry, variant = pair
-        metadata, bundle = blobs
+        metadata, bundle, small = blobs
         what = f"{entry.repo}@{entry.commit[:12]} {variant.name}"
         assert verifier is not None
         record = seen.get((entry.repo, metadata, bundle))
@@ -82,9 +112,13 @@ def record_signatures(lock: Lock, project: Project, hub: Hub) -> Lock:
             record = verifier.verify(what, metadata, bundle, policy.signers, fix=_fix(entry.repo))
             seen[(entry.repo, metadata, bundle)] = record
 
-        def hash_of(file: LockedFile, algorithm: str) -> bytes | None:
-            """LFS files are named by their sha256 in the tree; the others are checked when synced."""
-            return bytes.fromhex(file.digest) if file.algorithm == "sha256" and algorithm == "sha256" else None
+        def hash_of(file: LockedFile, algorithm: str, small: dict[str, bytes] = small) -> bytes | None:
+            """LFS files are named by their sha256 in the tree; the git files were fetched (a few KB each, checked
+            against their blob id); an LFS file under another algorithm is checked when synced, before it is seen."""
+            if file.algorithm == "sha256" and algorithm == "sha256":
+                return bytes.fromhex(file.digest)
+            data = small.get(file.path)
+            return None if data is None else hashlib.new(algorithm, data).digest()
 
         check_digest(what, metadata, variant.files, hash_of, fix=_fix(entry.repo))
         found[key] = record

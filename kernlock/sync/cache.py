@@ -50,6 +50,7 @@ __all__ = [
     "receipt_path",
     "receipts_folder",
     "receipts_kept",
+    "refusal_path",
     "repo_folder",
     "stat_key",
     "targets",
@@ -61,6 +62,7 @@ __all__ = [
 
 RECEIPT_VERSION = 2  # 2: the stat key has st_ctime_ns (older receipts are ignored: a re-hash, not a download)
 RECEIPTS = "receipts"
+REFUSED = "refused"
 _CHUNK = 1024 * 1024
 _MAX_RECEIPT = 16 * 1024 * 1024
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -112,13 +114,28 @@ def receipt_path(
     cache. A receipt vouches for files without hashing them, so it lives where only the user can write: one in a
     shared kernel cache could vouch for a swapped file. None when kernlock's cache is not the user's alone
     (:func:`kernlock.util.hfenv.private`; ``create``: make it first): every check then hashes."""
-    root = receipts_folder()
+    return _kept(receipts_folder(), entry, variant, cache, ".json", create)
+
+
+def refusal_path(
+    entry: LockedKernel, variant: LockedVariant, cache: Path | None = None, *, create: bool = False
+) -> Path | None:
+    """``{kernlock cache}/refused/<key>/kernels--{org}--{name}/{commit}/{variant}.txt``: why sync withdrew the
+    variant from the kernel cache at ``cache`` (its signature failed), so that a load says the same (None: kernlock's
+    cache is not the user's alone: a load then says the variant is not synced)."""
+    return _kept(hfenv.cache_root() / REFUSED, entry, variant, cache, ".txt", create)
+
+
+def _kept(
+    root: Path, entry: LockedKernel, variant: LockedVariant, cache: Path | None, suffix: str, create: bool
+) -> Path | None:
+    """A record about a variant of the kernel cache ``cache``, kept in kernlock's own cache below ``root``."""
     if not hfenv.private(root, create=create):
         return None
     key = _cache_key(os.path.abspath(cache or cache_dir()))
     try:
-        return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}.json")
-    except ValueError:  # a symlink the user planted in their own cache: no receipt, every file is hashed
+        return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}{suffix}")
+    except ValueError:  # a symlink the user planted in their own cache: no record (every file is hashed)
         return None
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock.errors import IntegrityError, NotSyncedError
+from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
 from kernlock.sync.cache import (
     NOFOLLOW,
@@ -49,7 +49,6 @@ __all__ = [
     "markers",
     "place_markers",
     "refresh",
-    "remove",
 ]
 
 #: Files Python compiles to bytecode in ``__pycache__``: a folder holding one gets kernlock's marker file.
@@ -345,18 +344,13 @@ def _make_marker(path: Path) -> None:
             st = os.lstat(path)
             if stat.S_ISREG(st.st_mode) and st.st_size == 0:
                 return
-            remove(path)
+            if stat.S_ISDIR(st.st_mode):  # a folder (never followed: lstat) where the marker belongs
+                import shutil
+
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
     raise FileExistsError(errno.EEXIST, "something else keeps being created where the marker belongs", str(path))
-
-
-def remove(path: Path) -> None:
-    """Remove a file, a symlink (never what it points to) or a folder tree."""
-    if path.is_dir() and not path.is_symlink():
-        import shutil
-
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def refresh(entry: LockedKernel, variant: LockedVariant, inspection: Inspection, cache: Path) -> None:
@@ -376,11 +370,17 @@ def check_variant(entry: LockedKernel, variant: LockedVariant, full: bool = Fals
     every file is checked against the lock: by its receipt (size, mtime, inode, ctime), re-hashing a file whose
     receipt no longer holds, or re-hashing everything with ``full``.
 
-    Raises IntegrityError for a file that does not match the lock or that the lock does not name (or a symlink
-    that leads outside the cache), NotSyncedError for missing files. A missing marker is written.
+    Raises SignatureError for a variant sync refused (its signature failed: :mod:`kernlock.sync.refusals`),
+    IntegrityError for a file that does not match the lock or that the lock does not name (or a symlink that leads
+    outside the cache), NotSyncedError for missing files. A missing marker is written.
     """
     cache = cache or cache_dir()
     inspection = inspect_variant(entry, variant, cache, full=full)
+    if inspection.receipt_changed or not inspection.ok:  # no receipt vouches for it: was it refused?
+        from kernlock.sync.refusals import refusal  # only off the receipt's fast path
+
+        if (reason := refusal(entry, variant, cache)) is not None:
+            raise SignatureError(reason)
     if inspection.bad(FileState.MISMATCH) or inspection.extras:
         raise IntegrityError(_integrity_message(entry, variant, inspection, cache))
     missing = inspection.bad(FileState.MISSING)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
+from kernlock.errors import IntegrityError, NotSyncedError
 from kernlock.lock.model import Lock, LockedKernel, LockedVariant
+from kernlock.sync import refusals
 from kernlock.sync.cache import cache_dir as cache_dir
-from kernlock.sync.cache import receipt_path, receipts_folder, receipts_kept
+from kernlock.sync.cache import receipts_folder, receipts_kept
 from kernlock.sync.cache import targets as targets
 from kernlock.sync.cache import variant_path as variant_path
 from kernlock.sync.check import FileState, describe, describe_extras, inspect_variant, refresh
@@ -34,7 +35,7 @@ from kernlock.sync.fetch import (
 )
 from kernlock.sync.fetch import VariantResult as VariantResult
 from kernlock.sync.fetch import ensure_variant as ensure_variant
-from kernlock.sync.signatures import default_trusted_root, reverify, signed
+from kernlock.sync.signatures import SignatureCheck, reverify
 from kernlock.sync.verify import Problem as Problem
 from kernlock.sync.verify import VerifyResult as VerifyResult
 from kernlock.sync.verify import verify as verify
@@ -113,19 +114,14 @@ def sync(
     pairs = targets(lock, environments)
     offline = offline or (hfenv.offline() and getattr(hub, "remote", True))  # a bundle is no network
     if offline:
-        results, fresh = _check_offline(pairs, cache), pairs
+        results = _check_offline(pairs, cache)
+        refusals.refuse_all(reverify(pairs, cache, trusted_root), cache)
     else:
-        results, fresh = _sync_online(pairs, client(hub), cache, progress)
+        # Each variant it installs or repairs is verified (signature included) before it becomes visible; sigstore
+        # is imported only when there is a signature to check: a no-op sync has none.
+        results = _sync_online(pairs, client(hub), cache, progress, SignatureCheck(trusted_root))
         for entry, _variant in pairs:
             write_ref(entry, cache)
-    if signed(fresh):  # sigstore is imported only when there is a signature to check: a no-op sync has none
-        failures = reverify(fresh, cache, trusted_root or default_trusted_root())
-        for entry, variant, _message in failures:  # not vouched for: the next sync checks (and verifies) it again
-            receipt = receipt_path(entry, variant, cache)
-            if receipt is not None:
-                receipt.unlink(missing_ok=True)
-        if failures:
-            raise SignatureError("; ".join(message for _e, _v, message in failures))
     return SyncReport(
         cache=cache,
         environments=tuple(environments),
@@ -144,9 +140,13 @@ def _present(entry: LockedKernel, variant: LockedVariant, root: Path) -> Variant
 
 
 def _sync_online(
-    pairs: list[tuple[LockedKernel, LockedVariant]], hub: Callable[[], FileSource], cache: Path, progress: bool
-) -> tuple[list[VariantResult], list[tuple[LockedKernel, LockedVariant]]]:
-    """The result of every pair, and the pairs that were not already intact (fetched or repaired now)."""
+    pairs: list[tuple[LockedKernel, LockedVariant]],
+    hub: Callable[[], FileSource],
+    cache: Path,
+    progress: bool,
+    signatures: SignatureCheck,
+) -> list[VariantResult]:
+    """The result of every pair: those already intact cost stat calls; the others are fetched or repaired."""
     try:
         # The no-op path first: stat calls only, no lock file, no request, and no thread pool (concurrent.futures
         # imports logging: ~15 ms that a sync with nothing to fetch would pay for nothing).
@@ -160,11 +160,13 @@ def _sync_online(
             room.check_room([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
-                futures = {i: variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar) for i in todo}
+                futures = {
+                    i: variants.submit(fetch_variant, *pairs[i], hub(), cache, files, bar, signatures) for i in todo
+                }
                 results.update(gather(futures))
     except OSError as err:
         raise cache_error(cache, err) from err
-    return [results[i] for i in range(len(pairs))], [pairs[i] for i in todo]
+    return [results[i] for i in range(len(pairs))]
 
 
 def _check_offline(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> list[VariantResult]:

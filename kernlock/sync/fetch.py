@@ -18,8 +18,9 @@ from functools import cache as memoize
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
+from kernlock.errors import IntegrityError, KernlockError, NotSyncedError, SignedDigestError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
+from kernlock.sync import refusals
 from kernlock.sync.cache import (
     blob_path,
     cache_dir,
@@ -29,10 +30,11 @@ from kernlock.sync.cache import (
     stat_key,
     under,
     unlink_symlink,
-    variant_path,
     write_receipt,
 )
-from kernlock.sync.check import FileState, check_variant, inspect_variant, markers, place_markers, remove
+from kernlock.sync.check import FileCheck, FileState, check_variant, inspect_variant, markers, place_markers
+from kernlock.sync.publish import discard, publish, staging_folder
+from kernlock.sync.signatures import SignatureCheck
 from kernlock.util import hfenv, interrupt
 from kernlock.util.atomic import unwritable, write_bytes_atomic
 from kernlock.util.sharing import cache_lock, claim_partial, make_folder
@@ -171,11 +173,17 @@ def _download_verified(
 
 
 def _install_file(
-    hub: FileSource, entry: LockedKernel, variant: LockedVariant, locked: LockedFile, cache: Path, bar: type
+    hub: FileSource,
+    entry: LockedKernel,
+    variant: LockedVariant,
+    locked: LockedFile,
+    cache: Path,
+    bar: type,
+    root: Path,
 ) -> int:
-    """Make ``snapshots/.../<path>`` point at a verified blob; returns the bytes downloaded (0: blob reused)."""
+    """Make ``root/<path>`` point at a verified blob; returns the bytes downloaded (0: blob reused)."""
     blob = blob_path(entry, locked, cache)
-    link = in_variant(variant_path(entry, variant, cache), locked.path, cache)
+    link = in_variant(root, locked.path, cache)
     downloaded = 0
     with _lock_file(entry.repo, locked.digest, cache):
         reusable = (
@@ -200,34 +208,76 @@ def _install_file(
     return downloaded
 
 
+def _keep_file(state: FileCheck, entry: LockedKernel, root: Path, staged: Path, cache: Path) -> bool:
+    """Carry a locked file the variant folder already holds intact into the staging folder (the same symlink, or
+    a hard link to the same copy); False when it cannot be carried (then it is installed like a missing one)."""
+    source = in_variant(root, state.file.path, cache)
+    target = in_variant(staged, state.file.path, cache)
+    make_folder(target.parent)
+    try:
+        if source.is_symlink():
+            if not blob_path(entry, state.file, cache).is_file():
+                return False
+            os.symlink(os.readlink(source), target)
+        else:
+            os.link(source, target)
+    except OSError:
+        return False
+    return True
+
+
 def fetch_variant(
-    entry: LockedKernel, variant: LockedVariant, hub: FileSource, cache: Path, pool: ThreadPoolExecutor, bar: type
+    entry: LockedKernel,
+    variant: LockedVariant,
+    hub: FileSource,
+    cache: Path,
+    pool: ThreadPoolExecutor,
+    bar: type,
+    signatures: SignatureCheck | None = None,
 ) -> VariantResult:
-    """Under the variant's file lock: check; remove what the lock does not name; fetch exactly the files that are
-    missing or wrong; write the ``__pycache__`` markers and the receipt."""
+    """Under the variant's file lock: check the variant folder; unless it is intact, assemble the variant in a
+    staging folder (the intact files carried over, exactly the missing or wrong ones fetched, the ``__pycache__``
+    markers), verify its recorded signature there, and only then make it the variant folder in one rename (nothing
+    it would replace stays); then write the receipt. A variant whose signature fails is refused
+    (:mod:`kernlock.sync.refusals`) and SignatureError raised: it never becomes visible.
+    ``signatures``: the check to use (None: a new one, against ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT`` or sigstore's
+    public-good root)."""
+    check = signatures or SignatureCheck()
     with _lock_file(entry.repo, f"kernlock-{entry.commit}-{variant.name}", cache):
         inspection = inspect_variant(entry, variant, cache, full=False)
         root = inspection.root
-        removed = []
-        for extra in inspection.extras:
-            remove(in_variant(root, extra.path, cache))
-            removed.append(extra.path or ".")
-        if removed:  # a removed folder may have held (links to) locked files: look again
-            inspection = inspect_variant(entry, variant, cache, full=False)
         todo = [s for s in inspection.files if s.state != FileState.OK]
-        futures: dict[str, Future[int]] = {
-            s.file.path: pool.submit(_install_file, hub, entry, variant, s.file, cache, bar) for s in todo
-        }
-        sizes = gather(futures)
-        place_markers(root, markers(variant), cache, strict=True)
-        records = dict(inspection.records)
-        for state in todo:
-            records[state.file.path] = {
-                "hash": state.file.hash,
-                "stat": stat_key(os.stat(in_variant(root, state.file.path, cache))),
-            }
-        if todo or inspection.receipt_changed:
+        sizes: dict[str, int] = {}
+        if todo or inspection.extras:
+            staged = staging_folder(entry, variant, cache)
+            try:
+                for state in inspection.files:
+                    if state.state == FileState.OK and not _keep_file(state, entry, root, staged, cache):
+                        todo.append(state)
+                futures: dict[str, Future[int]] = {
+                    s.file.path: pool.submit(_install_file, hub, entry, variant, s.file, cache, bar, staged)
+                    for s in todo
+                }
+                sizes = gather(futures)
+                place_markers(staged, markers(variant), cache, strict=True)
+                _refuse_unless_signed(check, entry, variant, staged, cache)
+                publish(staged, root)
+            except BaseException:
+                discard(staged)
+                raise
+        else:
+            if inspection.receipt_changed:  # intact, but no receipt vouched for it: its signature too is checked
+                _refuse_unless_signed(check, entry, variant, root, cache)
+            place_markers(root, inspection.markers, cache, strict=True)
+        if todo or inspection.extras or inspection.receipt_changed:
+            records = dict(inspection.records)
+            if todo or inspection.extras:  # a new folder: every file's stat is read again (a hard link moves ctime)
+                records = {
+                    f.path: {"hash": f.hash, "stat": stat_key(os.stat(in_variant(root, f.path, cache)))}
+                    for f in variant.files
+                }
             write_receipt(entry, variant, records, cache, strict=True)
+            refusals.clear(entry, variant, cache)
     return VariantResult(
         repo=entry.repo,
         commit=entry.commit,
@@ -235,10 +285,22 @@ def fetch_variant(
         path=root,
         files=len(variant.files),
         downloaded=tuple(sorted(sizes)),
-        repaired=tuple(sorted(s.file.path for s in todo if s.state == FileState.MISMATCH)),
+        repaired=tuple(sorted(s.file.path for s in inspection.files if s.state == FileState.MISMATCH)),
         downloaded_bytes=sum(s.file.size for s in todo),
-        removed=tuple(removed),
+        removed=tuple(sorted(extra.path or "." for extra in inspection.extras)),
     )
+
+
+def _refuse_unless_signed(
+    check: SignatureCheck, entry: LockedKernel, variant: LockedVariant, root: Path, cache: Path
+) -> None:
+    """Raise the SignatureError of files in ``root`` that fail the variant's recorded signature; files that disagree
+    with the signed digest are refused first (withdrawn from the cache, the reason kept for loads)."""
+    error = check.failure(entry, variant, root=root)
+    if isinstance(error, SignedDigestError):
+        refusals.refuse(entry, variant, cache, str(error))
+    if error is not None:
+        raise error
 
 
 def gather(futures: dict[K, Future[T]]) -> dict[K, T]:
@@ -295,9 +357,11 @@ def ensure_variant(
     hub: FileSource | None = None,
     offline: bool = False,
     cache: Path | None = None,
+    signatures: SignatureCheck | None = None,
 ) -> Path:
     """The variant's verified folder; fetches exactly the locked files that are missing or wrong unless
-    ``offline`` (then NotSyncedError / IntegrityError naming `kernlock sync`)."""
+    ``offline`` (then NotSyncedError / IntegrityError naming `kernlock sync`). A fetched variant's signature is
+    checked by ``signatures`` (:func:`fetch_variant`) before it becomes visible."""
     cache = cache or cache_dir()
     try:
         return check_variant(entry, variant, cache=cache)
@@ -310,7 +374,7 @@ def ensure_variant(
     room.check_room([(entry, variant)], cache)
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
-            result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False))
+            result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False), signatures)
         except OSError as err:
             raise cache_error(cache, err) from err
     write_ref(entry, cache)

@@ -1,14 +1,17 @@
-"""Re-verify, offline, the signatures kernels.lock records for synced variants: the synced bundle is the recorded
-one, it verifies over the synced ``metadata.json`` against the trusted root and the recorded signer, and the
-signed digest matches the synced files (`kernlock sync` for what it just installed, `sync --offline` and
-`kernlock verify` for everything)."""
+"""Re-verify, offline, the signatures kernels.lock records for variants in the cache: the bundle is the recorded one,
+it verifies over the variant's ``metadata.json`` against the trusted root and the recorded signer, and the signed
+digest matches the variant's files. `kernlock sync` checks a variant it installs in its staging folder, before any
+loader can see it (:mod:`kernlock.sync.fetch`); `sync --offline` and `kernlock verify` check everything synced.
+A variant that fails is withdrawn from the cache (:mod:`kernlock.sync.refusals`)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernlock.errors import SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant, Signature
@@ -16,11 +19,21 @@ from kernlock.project.signatures import TRUSTED_ROOT_VARIABLE
 from kernlock.sync.cache import variant_path
 from kernlock.util import names
 
-__all__ = ["default_trusted_root", "reverify", "signed"]
+if TYPE_CHECKING:
+    from kernlock.signing.bundle import BundleVerifier
 
+__all__ = ["FIX", "TRUST_FIX", "SignatureCheck", "default_trusted_root", "reverify", "signed"]
+
+#: The fix of a build whose files disagree with its signed digest: it is withdrawn (:mod:`kernlock.sync.refusals`).
 FIX = (
-    "the cache does not hold what kernels.lock signed off; run `kernlock sync` online to replace the files, and if "
-    "it persists, re-lock with `kernlock lock` and review `git diff kernels.lock`"
+    "nothing of this build is loaded (kernlock removed it from the cache); run `kernlock lock` to check the lock "
+    "against the Hub again (a build whose files its signature does not vouch for is refused there: pin another "
+    "revision), or restore the committed lock with `git checkout HEAD -- kernels.lock`"
+)
+#: The fix of a signature the trusted root or the recorded signer does not accept: configuration, or an edited lock.
+TRUST_FIX = (
+    "check the trusted root (`trusted-root` in [tool.kernlock.signatures], $KERNLOCK_SIGSTORE_TRUSTED_ROOT), or "
+    "re-lock with `kernlock lock` and review `git diff kernels.lock`"
 )
 
 
@@ -43,38 +56,72 @@ def _sha(path: Path, algorithm: str) -> bytes:
     return digest.digest()
 
 
-def reverify(
-    pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Path, trusted_root: Path | None
-) -> list[tuple[LockedKernel, LockedVariant, str]]:
-    """Re-verify every signed pair that is in ``cache``; returns (entry, variant, message) for each failure.
-    Files must already match the lock (sync and verify check them first)."""
-    todo = signed(pairs)
-    if not todo:
-        return []
-    from kernlock.signing.bundle import BUNDLE, METADATA, BundleVerifier, check_digest
+class SignatureCheck:
+    """Verifies variants' recorded signatures against one trusted root (None: ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT``,
+    else sigstore's public-good root). sigstore is imported at the first signed variant, once, from any thread."""
 
-    verifier = BundleVerifier(trusted_root)
-    failures = []
-    for entry, variant in todo:
-        root = variant_path(entry, variant, cache)
-        what = f"{entry.repo}@{entry.commit[:12]} {variant.name}"
+    def __init__(self, trusted_root: Path | None = None) -> None:
+        self.trusted_root = trusted_root or default_trusted_root()
+        self._verifier: BundleVerifier | None = None
+        self._guard = threading.Lock()
+
+    def _made(self) -> BundleVerifier:
+        with self._guard:
+            if self._verifier is None:
+                from kernlock.signing.bundle import BundleVerifier
+
+                self._verifier = BundleVerifier(self.trusted_root)
+            return self._verifier
+
+    def failure(
+        self, entry: LockedKernel, variant: LockedVariant, root: Path | None = None, cache: Path | None = None
+    ) -> SignatureError | None:
+        """Why the variant's files in ``root`` (default: its folder in ``cache``) fail its recorded signature, or
+        None when they pass or the lock records none; a SignedDigestError when the files disagree with the signed
+        digest (the build is refused), else a SignatureError (the trusted root or the recorded signer does not
+        accept the bundle). Files must already match the lock (their hashes are used)."""
         record = variant.signature
-        assert isinstance(record, Signature)
+        if not isinstance(record, Signature):
+            return None
+        from kernlock.signing.bundle import BUNDLE, METADATA, check_digest
 
-        def hash_of(file: LockedFile, algorithm: str, root: Path = root) -> bytes:
+        root = root if root is not None else variant_path(entry, variant, cache)
+        what = f"{entry.repo}@{entry.commit[:12]} {variant.name}"
+
+        def hash_of(file: LockedFile, algorithm: str) -> bytes:
             if file.algorithm == "sha256" and algorithm == "sha256":
                 return bytes.fromhex(file.digest)  # the file was checked against this hash
             return _sha(names.under(root, *file.path.split("/")), algorithm)
 
+        verifier = self._made()  # outside the try: a trusted root that cannot be read is an error, not a refusal
         try:
             metadata = names.under(root, METADATA).read_bytes()
             bundle_path = names.under(root, BUNDLE)
             if bundle_path.stat().st_size > 1 << 20:
-                raise SignatureError(f"{what}: {BUNDLE} is over the 1 MiB a sigstore bundle may have; {FIX}")
-            verifier.reverify(what, metadata, bundle_path.read_bytes(), record, fix=FIX)
+                raise SignatureError(f"{what}: {BUNDLE} is over the 1 MiB a sigstore bundle may have; {TRUST_FIX}")
+            bundle = bundle_path.read_bytes()
+            with self._guard:  # sigstore's objects are not documented as thread-safe
+                verifier.reverify(what, metadata, bundle, record, fix=TRUST_FIX)
             check_digest(what, metadata, variant.files, hash_of, fix=FIX)
         except SignatureError as err:
-            failures.append((entry, variant, str(err)))
+            return err
         except OSError as err:
-            failures.append((entry, variant, f"{what}: cannot read its signed files ({err.strerror or err}); {FIX}"))
+            return SignatureError(f"{what}: cannot read its signed files ({err.strerror or err}); {TRUST_FIX}")
+        return None
+
+
+def reverify(
+    pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Path, trusted_root: Path | None
+) -> list[tuple[LockedKernel, LockedVariant, SignatureError]]:
+    """Re-verify every signed pair that is in ``cache``; returns (entry, variant, error) for each failure
+    (:meth:`SignatureCheck.failure`). Files must already match the lock (sync and verify check them first)."""
+    todo = signed(pairs)
+    if not todo:
+        return []
+    check = SignatureCheck(trusted_root)
+    failures = []
+    for entry, variant in todo:
+        error = check.failure(entry, variant, cache=cache)
+        if error is not None:
+            failures.append((entry, variant, error))
     return failures

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlock.errors import SignedDigestError
 from kernlock.lock.model import Lock, LockedKernel, LockedVariant
+from kernlock.sync import refusals
 from kernlock.sync.cache import cache_dir, targets
 from kernlock.sync.check import FileState, Inspection, inspect_variant, refresh
 from kernlock.sync.signatures import default_trusted_root, reverify, signed
@@ -92,7 +94,8 @@ def verify(
     for (entry, variant), inspection in zip(pairs, inspections, strict=True):
         if not inspection.present:
             if (entry.repo, entry.commit, variant.name) in required:
-                problems.append(_problem(entry, variant, None, FileState.NOT_SYNCED, "run `kernlock sync`"))
+                why = refusals.refusal(entry, variant, root) or "run `kernlock sync`"  # sync refused it, or never ran
+                problems.append(_problem(entry, variant, None, FileState.NOT_SYNCED, why))
             continue
         checked.append(f"{entry.repo} {variant.name}")
         files += len(variant.files)
@@ -112,8 +115,10 @@ def verify(
             refresh(entry, variant, inspection, root)
             intact.append((entry, variant))
     failures = reverify(intact, root, trusted_root or default_trusted_root())
-    for entry, variant, message in failures:
-        problems.append(_problem(entry, variant, BUNDLE, FileState.MISMATCH, message))  # the signature fails
+    for entry, variant, error in failures:
+        if isinstance(error, SignedDigestError):  # withdrawn from the cache: no loader sees it, sync checks again
+            refusals.refuse(entry, variant, root, str(error))
+        problems.append(_problem(entry, variant, BUNDLE, FileState.MISMATCH, str(error)))  # the signature fails
     return VerifyResult(
         problems=tuple(problems),
         checked=tuple(checked),

@@ -18,6 +18,7 @@ __all__ = [
     "cancel",
     "cancelled",
     "check",
+    "finish",
     "install_handlers",
     "reset",
     "sleep",
@@ -75,6 +76,16 @@ def install_handlers() -> None:
 
     for name in ("SIGINT", "SIGTERM"):
         signal.signal(getattr(signal, name), handler)
+
+
+def finish() -> None:
+    """The command's work is done and its outcome is about to be printed: from here SIGINT and SIGTERM are
+    ignored, so that a run that prints its success summary also exits 0 (CLI only; a no-op off the main thread)."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGINT", "SIGTERM"):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 @contextlib.contextmanager
