@@ -320,6 +320,23 @@ def test_commits_and_paths_info(api_out: dict[str, Any], world: World) -> None:
     ]
 
 
+def test_commit_listings_are_paged_by_number_as_the_hub_pages_them(server: HubServer, world: World) -> None:
+    """`GET .../commits/{rev}`: page ``p`` (from 0) of ``limit`` commits, a ``Link`` to page ``p + 1`` while more
+    follow (the page size of this server is 2; 50 on a default one); what list_repo_commits above followed."""
+    shas = world.shas
+    url = f"{server.url}/api/kernels/acme/relu/commits/v1"
+    status, headers, body = fetch(url)
+    assert status == 200 and [c["id"] for c in json.loads(body)] == [shas["v1"], shas["v1_first"]]
+    assert headers["Link"] == f'<{url}?p=1>; rel="next"'
+    status, headers, body = fetch(f"{url}?p=1")
+    assert status == 200 and [c["id"] for c in json.loads(body)] == [shas["main"]] and "Link" not in headers
+    status, headers, body = fetch(f"{url}?limit=1&p=2")
+    assert [c["id"] for c in json.loads(body)] == [shas["main"]] and "Link" not in headers
+    status, headers, _ = fetch(f"{url}?limit=1")
+    assert headers["Link"] == f'<{url}?limit=1&p=1>; rel="next"'
+    assert fetch(f"{url}?p=x")[0] == 400 and fetch(f"{url}?limit=0")[0] == 400
+
+
 def test_org_overview_trust(api_out: dict[str, Any]) -> None:
     assert api_out["overview"] == {"acme": True, "other": False}
 

@@ -368,3 +368,160 @@ def test_conflict_markers_of_a_real_merge_keep_both_sides_pins(
     git(project, "commit", "-q", "--no-edit")
     assert cli(project, "lock", "--check").exit_code == 0
     assert (project / "kernels.lock").read_bytes() == git(project, "show", "main:kernels.lock").stdout.encode()
+
+
+# -- a kept pin must be on the revision it claims (issue 29, item 4) ---------------------------------------------
+
+
+def head(catalog: Catalog, repo: str, rev: str) -> str:
+    """The commit ``rev`` (a branch, tag or ``rev^``) names in the catalog's git repository."""
+    return git(catalog.repo(repo).path, "rev-parse", f"{rev}^{{commit}}").stdout.strip()
+
+
+def locked_at(project: Path, repo: str, rev: str, env: str = CPU_ENV) -> str:
+    write_pyproject(project, f'"{repo}" = "{rev}"\n', environments=[env])
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    return commits(project)[repo]
+
+
+def test_a_pin_edited_to_a_commit_of_another_branch_is_resolved_anew(
+    catalog: Catalog, user_env: dict[str, str], hub: HubServer, tmp_path: Path
+):
+    """The bug: flash-attn2 v4's commit replaced by one that exists on the Hub, but only on v3. `lock` printed
+    `Repaired ... v4 <v3 commit> (pin kept ...)`, `show` reported it as v4 and `outdated` said `v4 was rewritten`.
+    Now the pin is resolved anew, and a line says it was not on v4."""
+    project = tmp_path / "project"
+    project.mkdir()
+    repo = catalog.flash_attn2
+    v4, v3 = locked_at(project, repo, "v4"), head(catalog, repo, "v3")
+    assert v4 == head(catalog, repo, "v4") and v3 != v4
+    edit(project, v4, v3, count=1)
+    hub.log.clear()
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert re.search(
+        rf"^Re-resolved {repo} v4: the pin {v3[:8]} is not on v4 \(the lock was edited\?\) -> {v4[:8]}$",
+        done.output,
+        re.M,
+    ), done.output
+    assert f"Repaired {repo}" not in done.output and "Updated" not in done.output, done.output
+    assert commits(project) == {repo: v4}
+    # What the check cost: the refs of the repo and v4's history (one page here); no refs request for nothing else.
+    assert hub.log.count(contains=f"/api/kernels/{repo}/refs") == 1
+    assert hub.log.count(contains=f"/api/kernels/{repo}/commits/") == 1
+    assert cli(project, "lock", "--check").exit_code == 0
+    show = cli(project, "show")
+    assert show.exit_code == 0 and v4[:12] in show.output and v3[:12] not in show.output, show.output
+    outdated = cli(project, "outdated")
+    assert outdated.exit_code == 0 and "rewritten" not in outdated.output, outdated.output
+
+
+def test_a_pin_on_its_branch_is_kept_at_the_cost_of_its_refs(
+    locked: Locked, project: Path, hub: HubServer, catalog: Catalog
+):
+    """A repair keeps a pin that is on its branch, even far behind its head (the branches of `locked` moved on):
+    one refs request per repo and one page of history; a pin at its branch's head costs the refs alone."""
+    at_head = own_repo(catalog, {"v1": [CPU_ENV]})
+    path = project / "kernels.lock"
+    write_pyproject(project, f'"{locked.a}" = "v1"\n"{locked.b}" = "v1"\n"{at_head}" = "v1"\n', [CPU_ENV])
+    assert cli(project, "lock").exit_code == 0
+    intact = path.read_bytes()
+    edit(project, *EDITS["size"])
+    hub.log.clear()
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert path.read_bytes() == intact
+    for repo in (locked.a, locked.b, at_head):
+        assert f"Repaired {repo} v1" in done.output, done.output
+        assert hub.log.count(contains=f"/api/kernels/{repo}/refs") == 1
+    assert hub.log.count(contains=f"/api/kernels/{at_head}/commits/") == 0
+    assert hub.log.count(contains="/commits/") == 2
+    hub.log.clear()  # an intact lock asks nothing
+    assert cli(project, "lock").exit_code == 0 and len(hub.log) == 0
+
+
+def test_a_tag_pin_must_be_the_tags_commit(catalog: Catalog, user_env: dict[str, str], tmp_path: Path):
+    """A tag names one commit: a pin at the commit before it (on the tag's history) is not the tag's."""
+    project = tmp_path / "project"
+    project.mkdir()
+    repo, tag = catalog.light_tag
+    tagged = locked_at(project, repo, tag)
+    before = head(catalog, repo, f"{tag}^")
+    edit(project, tagged, before)
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert f"Re-resolved {repo} {tag}: the pin {before[:8]} is not on {tag} (the lock was edited?) -> {tagged[:8]}" in (
+        done.output
+    )
+    assert commits(project) == {repo: tagged}
+
+
+def test_a_sha_pin_is_kept_without_asking_the_hub_where_it_is(
+    catalog: Catalog, user_env: dict[str, str], hub: HubServer, tmp_path: Path
+):
+    """A revision that is a commit sha is trivially on itself: no refs, no history."""
+    project = tmp_path / "project"
+    project.mkdir()
+    repo = catalog.flash_attn2
+    v3 = head(catalog, repo, "v3")
+    assert locked_at(project, repo, v3) == v3
+    original = edit(project, *EDITS["size"])
+    hub.log.clear()
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    assert f"Repaired {repo} {v3} {v3[:8]}" in done.output
+    assert (project / "kernels.lock").read_bytes() == original
+    assert hub.log.count(contains="/refs") == 0 and hub.log.count(contains="/commits/") == 0
+
+
+def conflicted(text: str, repo: str, ours: str, theirs: str) -> str:
+    """``text`` with ``repo``'s entry as a merge conflict: its commit ``ours`` on HEAD's side, ``theirs`` on main's."""
+    entry = block(text, repo)
+    pin = re.search(r'^commit = "([0-9a-f]{40})"$', entry, re.M)
+    assert pin is not None
+    sides = [entry.replace(pin.group(1), commit) for commit in (ours, theirs)]
+    return text.replace(entry, f"<<<<<<< HEAD\n{sides[0]}=======\n{sides[1]}>>>>>>> main\n")
+
+
+def relock(project: Path, text: str) -> str:
+    """What `kernlock lock` prints after kernels.lock was given ``text`` (it must succeed)."""
+    (project / "kernels.lock").write_text(text)
+    done = cli(project, "lock")
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_a_conflict_side_whose_pin_is_not_on_its_branch_loses(
+    catalog: Catalog, user_env: dict[str, str], tmp_path: Path
+):
+    """One side of a merge pins v4 at a commit of v3: the other side's pin wins, and the choice says why; when
+    neither side's pin is on v4, v4 is resolved anew and said."""
+    project = tmp_path / "project"
+    project.mkdir()
+    repo = catalog.flash_attn2
+    v4, v3, v2 = locked_at(project, repo, "v4"), head(catalog, repo, "v3"), head(catalog, repo, "v2")
+    original = (project / "kernels.lock").read_text()
+    said = relock(project, conflicted(original, repo, v3, v4))
+    chose = f"chose: {repo} v4: ours (HEAD) locks {v3[:8]}, theirs (main) {v4[:8]}; kept {v4[:8]} (theirs (main)), "
+    assert f"\n{chose}{v3[:8]} is not on v4\n" in said and f"Repaired {repo} v4 {v4[:8]}" in said, said
+    assert (project / "kernels.lock").read_text() == original
+
+    said = relock(project, conflicted(original, repo, v3, v2))
+    pins = f"the pins {v3[:8]} (ours (HEAD)) and {v2[:8]} (theirs (main)) are not on v4"
+    assert f"\nRe-resolved {repo} v4: {pins} (the lock was edited?) -> {v4[:8]}\n" in said and "chose:" not in said
+    assert (project / "kernels.lock").read_text() == original
+
+
+def test_a_pin_whose_branch_is_gone_is_not_kept(catalog: Catalog, user_env: dict[str, str], tmp_path: Path):
+    """A branch deleted on the Hub holds no pin: the repair fails as resolving it would, and writes nothing."""
+    project = tmp_path / "project"
+    project.mkdir()
+    repo = own_repo(catalog, {"v1": [CPU_ENV], "v2": [CPU_ENV]})
+    locked_at(project, repo, "v1")
+    git(catalog.repo(repo).path, "branch", "-D", "v1")
+    edit(project, *EDITS["size"])
+    edited = (project / "kernels.lock").read_bytes()
+    done = cli(project, "lock")
+    assert done.exit_code == 1 and f"{repo} has no revision 'v1'" in done.output, done.output
+    assert (project / "kernels.lock").read_bytes() == edited

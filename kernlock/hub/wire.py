@@ -24,6 +24,8 @@ from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode
 
 __all__ = [
     "CHUNK",
+    "COMMITS_PAGE",
+    "COMMITS_PAGE_MAX",
     "LFS_HEADER",
     "MAX_BODY",
     "REF_KINDS",
@@ -42,6 +44,7 @@ __all__ = [
     "json_response",
     "lfs_pointer",
     "listing",
+    "numbered_page",
     "page",
     "parse_range",
     "ranged",
@@ -323,10 +326,33 @@ def page(call: Call, items: list[_T], size: int) -> tuple[list[_T], Headers]:
     start = int(cursor)
     if start + size >= len(items):
         return items[start:], []
-    query = [(k, v) for k, v in parse_qsl(call.query, keep_blank_values=True) if k != "cursor"]
-    query.append(("cursor", str(start + size)))
-    link = f'<{call.base_url}{call.raw_path}?{urlencode(query)}>; rel="next"'
-    return items[start : start + size], [("Link", link)]
+    return items[start : start + size], _next(call, "cursor", start + size)
+
+
+#: A commit listing as the Hub pages it: page ``p`` (from 0) of ``limit`` commits (at most 1000, 50 when the client
+#: names none, as huggingface_hub's ``list_repo_commits`` does not).
+COMMITS_PAGE = 50
+COMMITS_PAGE_MAX = 1000
+
+
+def numbered_page(call: Call, items: list[_T], size: int = COMMITS_PAGE) -> tuple[list[_T], Headers]:
+    """Page ``p`` (from 0) of ``items``, ``limit`` a page (``size`` when the client names none, at most
+    COMMITS_PAGE_MAX), and a ``Link: rel="next"`` header naming page ``p + 1`` when more follow."""
+    number, limit = call.param("p") or "0", call.param("limit") or str(size)
+    if not number.isdigit() or not limit.isdigit() or int(limit) < 1:
+        raise Abort(error(400, f"Invalid page: p={number}, limit={limit}"))
+    size = min(int(limit), COMMITS_PAGE_MAX)
+    start = int(number) * size
+    if start + size >= len(items):
+        return items[start:], []
+    return items[start : start + size], _next(call, "p", int(number) + 1)
+
+
+def _next(call: Call, name: str, value: int) -> Headers:
+    """The ``Link: rel="next"`` header of ``call``'s URL with query parameter ``name`` set to ``value``."""
+    query = [(k, v) for k, v in parse_qsl(call.query, keep_blank_values=True) if k != name]
+    query.append((name, str(value)))
+    return [("Link", f'<{call.base_url}{call.raw_path}?{urlencode(query)}>; rel="next"')]
 
 
 def file_headers(commit: str, entry: Entry) -> Headers:

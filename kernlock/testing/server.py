@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
+from kernlock.hub.wire import COMMITS_PAGE as _COMMITS_PAGE
 from kernlock.hub.wire import LFS_HEADER as _LFS_HEADER
 from kernlock.hub.wire import Abort as _Abort
 from kernlock.hub.wire import Call as _Call
@@ -37,6 +38,7 @@ from kernlock.hub.wire import error as _error
 from kernlock.hub.wire import flag as _flag
 from kernlock.hub.wire import join as _join
 from kernlock.hub.wire import json_response as _json
+from kernlock.hub.wire import numbered_page as _numbered_page
 from kernlock.hub.wire import page as _page
 from kernlock.hub.wire import ranged as _ranged
 from kernlock.hub.wire import split_revision as _split_revision
@@ -735,7 +737,8 @@ class HubApp:
 
     def _commits(self, call: _Call, repo: _GitRepo, rev: str) -> _Response:
         sha = self._commit_for(repo, rev)
-        page, headers = self._page(call, repo.history(sha), self.page_size)
+        # Paged as the Hub pages it (``p`` and ``limit``, 50 a page by default); a smaller ``page_size`` still wins.
+        page, headers = _numbered_page(call, repo.history(sha), min(self.page_size, _COMMITS_PAGE))
         return _json([c.to_json() for c in page], headers=headers)
 
     def _paths_info(self, call: _Call, repo: _GitRepo, rev: str) -> _Response:
