@@ -97,15 +97,16 @@ def test_local_commands_import_no_network_loader_or_torch(
     """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
     with the Hub unreachable, and its output is what it always was. It writes no pyproject.toml either, so it
     reads it without tomlkit (the standard library's parser). Installed versions (`env`, the facts of this
-    machine) are read through importlib.metadata by `env` alone: the others never import it. Only `verify` imports
-    sigstore (it verifies every recorded signature again, offline; sigstore itself imports importlib.metadata)."""
+    machine) are read through importlib.metadata by `env` alone: the others never import it. No command here imports
+    sigstore: `verify` checks each signed digest again, and the bundle that `sync` had sigstore verify is
+    remembered (`verify --full` verifies it again: tests/test_signatures.py)."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
     assert _heavy(modules) == []
     assert "tomlkit" not in modules
     if args == ["verify"]:
-        assert "sigstore" in modules and "2 signatures verified offline" not in done.stdout
+        assert "sigstore" not in modules and "2 signatures verified offline" not in done.stdout
         assert "1 signature verified offline" in done.stdout
         return
     assert "sigstore" not in modules and "kernlock.signing.bundle" not in modules

@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, assert_clean_error, fresh_hub, own_repo, run_cli, user_env_for, write_pyproject
+from helpers import (
+    CPU_ENV,
+    assert_clean_error,
+    fresh_hub,
+    own_repo,
+    run_cli,
+    run_cli_imports,
+    user_env_for,
+    write_pyproject,
+)
 
 from kernlock import api
 from kernlock.errors import SignatureError
@@ -471,3 +480,25 @@ def test_a_bundle_carries_the_signatures_and_sync_from_verifies_them_offline(
         assert_clean_error(result, "does not verify over metadata.json against", catalog.activation)
     result = run_cli("sync", "--from", str(out), "--project", str(project), env=site)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_signature_verified_once_is_not_verified_again_until_full_or_another_root(
+    catalog: Catalog, hub: HubServer, user_env: dict, project: Path, tmp_path: Path
+) -> None:
+    """`verify` re-hashes every file each time, but sigstore verifies a bundle once per bundle, metadata.json,
+    trusted root and signer (kernlock's own cache remembers it); `verify --full` verifies again, and another
+    trusted root is not vouched for by what the first one verified."""
+    write_pyproject(project, f'"{catalog.activation}" = "v1"\n', [CPU_ENV])
+    assert run_cli("lock", "--project", str(project), env=user_env).returncode == 0
+    assert run_cli("sync", "--project", str(project), env=user_env).returncode == 0  # verified here, remembered
+    for args, imports_sigstore in ((("verify",), False), (("verify", "--full"), True), (("verify",), False)):
+        done, modules = run_cli_imports(*args, "--project", str(project), env=user_env, cwd=project, out=tmp_path / "m")
+        assert done.returncode == 0, done.stderr
+        assert "1 signature verified offline" in done.stdout, done.stdout
+        assert ("sigstore" in modules) == imports_sigstore, args
+    other = tmp_path / "other_root.json"
+    other.write_text(Instance("another-ca").trusted_root_json())
+    untrusted = run_cli(
+        "verify", "--project", str(project), env={**user_env, "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(other)}
+    )
+    assert untrusted.returncode == 1 and "does not verify over metadata.json against" in untrusted.stderr

@@ -32,6 +32,7 @@ from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.util import names
+from kernlock.util.hashing import hasher
 
 __all__ = [
     "FORMAT",
@@ -77,17 +78,12 @@ def _files(pairs: Iterable[Pair]) -> list[tuple[str, LockedKernel, LockedVariant
     return [(name, *rows[name]) for name in sorted(rows)]
 
 
-def _digest(algorithm: str, size: int) -> Any:
-    """A hasher primed as the lock hashes: sha256 of the content, or the git blob id (sha1 of a header + it)."""
-    return hashlib.sha256() if algorithm == "sha256" else hashlib.sha1(b"blob %d\0" % size)
-
-
 class _HashingReader:
     """Reads a file while hashing it the way the lock does."""
 
     def __init__(self, handle: BinaryIO, locked: LockedFile) -> None:
         self.handle = handle
-        self.digest = _digest(locked.algorithm, locked.size)
+        self.digest = hasher(locked.algorithm, locked.size)
 
     def read(self, size: int = -1) -> bytes:
         """The next bytes, hashed."""
@@ -321,9 +317,17 @@ class Bundle:
                 yield chunk
 
     def download(
-        self, repo: str, commit: str, path: str, dest: Path, size: int | None = None, tqdm_class: type | None = None
-    ) -> None:
-        """Copy the member into ``dest``, resuming from the bytes ``dest`` already holds (the caller verifies)."""
+        self,
+        repo: str,
+        commit: str,
+        path: str,
+        dest: Path,
+        size: int | None = None,
+        tqdm_class: type | None = None,
+        algorithm: str | None = None,
+    ) -> str | None:
+        """Copy the member into ``dest``, resuming from the bytes ``dest`` already holds; None: the caller hashes
+        ``dest`` (a bundle is local: no transfer to overlap the hashing with)."""
         member = self.member(repo, commit, path)
         if member is None:
             raise NotSyncedError(f"{self.endpoint} holds no {repo} {path} (commit {commit[:12]})")
@@ -335,6 +339,7 @@ class Bundle:
                 have = 0
             for chunk in self.read(member, have):
                 out.write(chunk)
+        return None
 
     def check(self, pairs: list[Pair]) -> None:
         """Every file of ``pairs`` is in the bundle and matches the lock, byte for byte: else one error naming
@@ -345,7 +350,7 @@ class Bundle:
             if member is None:
                 missing.append(f"{entry.repo} {variant.name}")
                 continue
-            digest = _digest(locked.algorithm, locked.size)
+            digest = hasher(locked.algorithm, locked.size)
             for chunk in self.read(member):
                 digest.update(chunk)
             actual = f"{locked.algorithm}:{digest.hexdigest()}"

@@ -184,14 +184,20 @@ def sync(
 
 @main.command()
 @click.option("--all-environments", is_flag=True, help="Require the variants of every locked environment.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Verify every signature with sigstore again (by default one verified before, for the same bundle and "
+    "trusted root, is not).",
+)
 @project_option
 @handle_errors
-def verify(all_environments: bool, project_dir: Path | None) -> None:
+def verify(all_environments: bool, full: bool, project_dir: Path | None) -> None:
     """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
     from kernlock import api
     from kernlock.cli import output as cli_output
 
-    result = api.verify(project_dir, all_environments=all_environments)
+    result = api.verify(project_dir, all_environments=all_environments, full=full)
     if not cli_output.print_verify(result):
         sys.exit(1)
 

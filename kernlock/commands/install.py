@@ -112,9 +112,10 @@ def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None)
     return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline(), trusted_root=trusted_root)
 
 
-def verify(root: Path | None = None, all_environments: bool = False) -> VerifyResult:
+def verify(root: Path | None = None, all_environments: bool = False, full: bool = False) -> VerifyResult:
     """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
-    locked variant) must be present. Returns the problems; none (``.ok``) means intact."""
+    locked variant) must be present. Returns the problems; none (``.ok``) means intact. ``full``: verify every
+    signature with sigstore again, even one verified before for the same bundle and trusted root."""
     from kernlock.sync import verify as verifying
 
     project = projects.load(projects.locate(root))
@@ -126,7 +127,8 @@ def verify(root: Path | None = None, all_environments: bool = False) -> VerifyRe
             required = [env for env in [str(detect())] if env in lock.environments]
         except KernlockError:
             required = []
-    return verifying.verify(lock, required, trusted_root=project.signatures.trusted_root_path(project.root))
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    return verifying.verify(lock, required, trusted_root=trusted_root, full=full)
 
 
 def _signer(signature: Signature | str | None) -> str | None:

@@ -40,6 +40,7 @@ from kernlock.hub.http import DEFAULT_RETRIES, HubSession
 from kernlock.lock.model import LockedFile
 from kernlock.util import names
 from kernlock.util.atomic import unwritable, write_bytes_atomic
+from kernlock.util.hashing import StreamHash
 from kernlock.util.hfenv import cache_root, private
 
 __all__ = ["Hub", "Refs"]
@@ -252,10 +253,18 @@ class Hub:
         return self.session.once(self._blobs, f"{repo}\0{blob}", lambda: self.read_file(repo, commit, path))
 
     def download(
-        self, repo: str, commit: str, path: str, dest: Path, size: int | None = None, tqdm_class: type | None = None
-    ) -> None:
+        self,
+        repo: str,
+        commit: str,
+        path: str,
+        dest: Path,
+        size: int | None = None,
+        tqdm_class: type | None = None,
+        algorithm: str | None = None,
+    ) -> str | None:
         """Stream ``path`` at ``commit`` into ``dest`` (one GET per attempt, no HEAD), resuming from the bytes
-        ``dest`` already holds with ``Range: bytes=N-``.
+        ``dest`` already holds with ``Range: bytes=N-``; returns the ``algorithm:hex`` hash of all of ``dest``,
+        computed as it was written (None without ``algorithm``, or a git blob id of unknown ``size``).
 
         A Hub that serves another size than ``size`` (the locked size) is an IntegrityError at once, and ``dest``
         is removed; a dropped or short transfer is retried (and resumed) within the request's budget.
@@ -266,14 +275,25 @@ class Hub:
         url = hf_hub_url(repo, path, repo_type=REPO_TYPE, revision=commit, endpoint=self.endpoint)
         what = f"{repo}@{commit[:12]} {path}"
         label = f"{repo.split('/')[-1]}/{path.rsplit('/', 1)[-1]}"
+        hashing = None
+        if algorithm is not None and (size is not None or algorithm == "sha256"):
+            hashing = StreamHash(algorithm, size or 0)
         try:
             transfer = Transfer(
-                session=self.session, url=url, what=what, dest=dest, size=size, bar=tqdm_class, label=label
+                session=self.session,
+                url=url,
+                what=what,
+                dest=dest,
+                size=size,
+                bar=tqdm_class,
+                label=label,
+                hasher=hashing,
             )
             self.session.call(what, lambda: fetch_into(transfer))
         except IntegrityError:
             dest.unlink(missing_ok=True)  # a file of the wrong size never stays, even as a partial download
             raise
+        return None if hashing is None else hashing.value()
 
     # -- the disk cache of immutable answers --
 

@@ -1,7 +1,8 @@
 """Stream one file of a Hub repo into a local file: resumed with ``Range``, never more than the locked size.
 
-The bytes are not trusted here (the caller hashes them against the lock); what is checked is the transfer: the
-size the Hub announces and serves, and that a resumed answer continues at the right byte.
+The bytes are not trusted here (the caller compares their hash with the lock); what is checked is the transfer: the
+size the Hub announces and serves, and that a resumed answer continues at the right byte. The bytes are hashed as
+they are written (``Transfer.hasher``), so a downloaded file is never read back to be verified.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from huggingface_hub.utils import hf_raise_for_status  # type: ignore[attr-defin
 from kernlock.errors import IntegrityError
 from kernlock.hub.http import HubSession, Retry, content_length, timeout
 from kernlock.util import interrupt
+from kernlock.util.hashing import StreamHash
 from kernlock.util.sharing import make_folder
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ class Transfer:
     size: int | None  # the locked size, when known
     bar: type | None  # a tqdm class
     label: str  # the progress bar's name
+    hasher: StreamHash | None = None  # fed every byte of ``dest``, from the first (None: not hashed here)
 
     def size_error(self, served: str) -> IntegrityError:
         """The error for a Hub that serves another size than the lock records."""
@@ -58,6 +61,8 @@ def fetch_into(transfer: Transfer) -> None:
         if size is not None and have > size:
             handle.truncate(0)
             have = 0
+        if transfer.hasher is not None:
+            transfer.hasher.restart(dest, have)  # what an earlier attempt (or sync) left, once
         if size is not None and have == size:
             return  # complete: the caller verifies the hash
         headers = {**transfer.session.headers(), "Accept-Encoding": "identity"}
@@ -71,6 +76,8 @@ def fetch_into(transfer: Transfer) -> None:
             if have and response.status_code != 206:
                 handle.truncate(0)  # the Hub ignored the Range header and sends the whole file
                 have = 0
+                if transfer.hasher is not None:
+                    transfer.hasher.restart(dest, 0)
             elif have:
                 _check_resume(transfer, response, have, handle)
             expected = None if size is None else size - have
@@ -104,6 +111,8 @@ def _stream(transfer: Transfer, response: Response, handle: BinaryIO, have: int,
             if expected is not None and written > expected:
                 raise transfer.size_error(f"more than {size} bytes")
             handle.write(chunk)
+            if transfer.hasher is not None:
+                transfer.hasher.update(chunk)  # hashlib releases the GIL: other downloads go on meanwhile
             if bar is not None:
                 bar.update(len(chunk))
     finally:

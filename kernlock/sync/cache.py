@@ -37,6 +37,7 @@ from kernlock.errors import IntegrityError
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.util import hfenv, names
 from kernlock.util.atomic import unwritable, write_bytes_atomic
+from kernlock.util.hashing import hasher
 
 __all__ = [
     "RECEIPTS",
@@ -197,13 +198,7 @@ def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[Locked
 def file_hash(path: str | Path, algorithm: str) -> str:
     """``sha256:<hex>`` of the content, or ``git-sha1:<hex>`` (the git blob id) of ``path``."""
     with open(path, "rb") as handle:
-        if algorithm == "sha256":
-            digest = hashlib.sha256()
-        elif algorithm == "git-sha1":
-            digest = hashlib.sha1()
-            digest.update(b"blob %d\0" % os.fstat(handle.fileno()).st_size)
-        else:
-            raise ValueError(f"unknown hash algorithm {algorithm!r}")
+        digest = hasher(algorithm, os.fstat(handle.fileno()).st_size)
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return f"{algorithm}:{digest.hexdigest()}"

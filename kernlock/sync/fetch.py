@@ -70,9 +70,17 @@ class FileSource(Protocol):
     endpoint: str  # named in messages
 
     def download(
-        self, repo: str, commit: str, path: str, dest: Path, size: int | None = None, tqdm_class: type | None = None
-    ) -> None:
-        """Write ``path`` at ``commit`` into ``dest``, resuming from the bytes ``dest`` already holds."""
+        self,
+        repo: str,
+        commit: str,
+        path: str,
+        dest: Path,
+        size: int | None = None,
+        tqdm_class: type | None = None,
+        algorithm: str | None = None,
+    ) -> str | None:
+        """Write ``path`` at ``commit`` into ``dest``, resuming from the bytes ``dest`` already holds; the
+        ``algorithm:hex`` hash of all of ``dest`` if it hashed the bytes as it wrote them, else None."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,8 +168,10 @@ def _download_verified(
     """Download into ``dest`` (resuming what it holds) until its hash matches the lock; a wrong file is removed."""
     remote = f"build/{variant.name}/{locked.path}"
     for _attempt in range(2):
-        hub.download(entry.repo, entry.commit, remote, dest, size=locked.size, tqdm_class=bar)
-        actual = file_hash(dest, locked.algorithm)
+        hashed = hub.download(
+            entry.repo, entry.commit, remote, dest, size=locked.size, tqdm_class=bar, algorithm=locked.algorithm
+        )
+        actual = hashed or file_hash(dest, locked.algorithm)  # hashed as it was written: no second pass
         if actual == locked.hash:
             return
         dest.unlink(missing_ok=True)  # a wrong (or wrongly resumed) download never stays, even as .incomplete

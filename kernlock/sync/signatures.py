@@ -6,7 +6,9 @@ A variant that fails is withdrawn from the cache (:mod:`kernlock.sync.refusals`)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Iterable
@@ -17,13 +19,15 @@ from kernlock.errors import SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant, Signature
 from kernlock.project.signatures import TRUSTED_ROOT_VARIABLE
 from kernlock.sync.cache import variant_path
-from kernlock.util import names
+from kernlock.util import hfenv, names
+from kernlock.util.atomic import write_bytes_atomic
 
 if TYPE_CHECKING:
     from kernlock.signing.bundle import BundleVerifier
 
 __all__ = ["FIX", "TRUST_FIX", "SignatureCheck", "default_trusted_root", "reverify", "signed"]
 
+VERIFIED = "signatures-verified"  # {kernlock cache}/signatures-verified/<key>: bundles sigstore verified
 #: The fix of a build whose files disagree with its signed digest: it is withdrawn (:mod:`kernlock.sync.refusals`).
 FIX = (
     "nothing of this build is loaded (kernlock removed it from the cache); run `kernlock lock` to check the lock "
@@ -60,10 +64,12 @@ class SignatureCheck:
     """Verifies variants' recorded signatures against one trusted root (None: ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT``,
     else sigstore's public-good root). sigstore is imported at the first signed variant, once, from any thread."""
 
-    def __init__(self, trusted_root: Path | None = None) -> None:
+    def __init__(self, trusted_root: Path | None = None, *, remember: bool = True) -> None:
         self.trusted_root = trusted_root or default_trusted_root()
+        self.remember = remember  # a bundle verified before, against the same root and signer, is not verified again
         self._verifier: BundleVerifier | None = None
         self._guard = threading.Lock()
+        self._root_id: str | None = None
 
     def _made(self) -> BundleVerifier:
         with self._guard:
@@ -93,32 +99,63 @@ class SignatureCheck:
                 return bytes.fromhex(file.digest)  # the file was checked against this hash
             return _sha(names.under(root, *file.path.split("/")), algorithm)
 
-        verifier = self._made()  # outside the try: a trusted root that cannot be read is an error, not a refusal
+        memo = self._memo(entry, variant, record) if self.remember else None
+        verifier = None if memo is not None and memo.exists() else self._made()  # a bad trusted root: an error
         try:
             metadata = names.under(root, METADATA).read_bytes()
             bundle_path = names.under(root, BUNDLE)
             if bundle_path.stat().st_size > 1 << 20:
                 raise SignatureError(f"{what}: {BUNDLE} is over the 1 MiB a sigstore bundle may have; {TRUST_FIX}")
             bundle = bundle_path.read_bytes()
-            with self._guard:  # sigstore's objects are not documented as thread-safe
-                verifier.reverify(what, metadata, bundle, record, fix=TRUST_FIX)
+            if verifier is not None:
+                with self._guard:  # sigstore's objects are not documented as thread-safe
+                    verifier.reverify(what, metadata, bundle, record, fix=TRUST_FIX)
+            elif "sha256:" + hashlib.sha256(bundle).hexdigest() != record.bundle:
+                raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded; {TRUST_FIX}")
             check_digest(what, metadata, variant.files, hash_of, fix=FIX)
         except SignatureError as err:
             return err
         except OSError as err:
             return SignatureError(f"{what}: cannot read its signed files ({err.strerror or err}); {TRUST_FIX}")
+        if memo is not None and verifier is not None:
+            with contextlib.suppress(OSError):  # only a shortcut
+                write_bytes_atomic(memo, b"")
         return None
+
+    def _memo(self, entry: LockedKernel, variant: LockedVariant, record: Signature) -> Path | None:
+        """The marker that sigstore verified this bundle, over this ``metadata.json``, against this trusted root and
+        the recorded signer: kept in kernlock's own cache (the user's alone, or none is kept)."""
+        folder = hfenv.cache_root() / VERIFIED
+        if not hfenv.private(folder, create=True):
+            return None
+        if self._root_id is None:
+            try:
+                root = self.trusted_root.read_bytes() if self.trusted_root is not None else b"public-good"
+            except OSError:
+                return None  # the verifier says what is wrong with it
+            self._root_id = hashlib.sha256(root).hexdigest()
+        metadata = next((f.hash for f in variant.files if f.path == "metadata.json"), "")
+        fields = [
+            record.signer,
+            record.repository,
+            record.issuer,
+            record.log_index,
+            record.integrated_time,
+            record.bundle,
+        ]
+        key = json.dumps([self._root_id, metadata, entry.repo, *fields])
+        return folder / hashlib.sha256(key.encode()).hexdigest()
 
 
 def reverify(
-    pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Path, trusted_root: Path | None
+    pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Path, trusted_root: Path | None, remember: bool = True
 ) -> list[tuple[LockedKernel, LockedVariant, SignatureError]]:
     """Re-verify every signed pair that is in ``cache``; returns (entry, variant, error) for each failure
     (:meth:`SignatureCheck.failure`). Files must already match the lock (sync and verify check them first)."""
     todo = signed(pairs)
     if not todo:
         return []
-    check = SignatureCheck(trusted_root)
+    check = SignatureCheck(trusted_root, remember=remember)
     failures = []
     for entry, variant in todo:
         error = check.failure(entry, variant, cache=cache)

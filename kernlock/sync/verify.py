@@ -62,7 +62,11 @@ class VerifyResult:
 
 
 def verify(
-    lock: Lock, environments: list[str] | None = None, cache: Path | None = None, trusted_root: Path | None = None
+    lock: Lock,
+    environments: list[str] | None = None,
+    cache: Path | None = None,
+    trusted_root: Path | None = None,
+    full: bool = False,
 ) -> VerifyResult:
     """Re-hash every locked variant present in the cache and list its folder; the variants ``environments`` load
     must be present.
@@ -71,7 +75,9 @@ def verify(
     lock does not name) and refreshes the receipts (where they no longer say what was found) and the
     ``__pycache__`` markers of intact variants. Variants are hashed in threads only above :data:`PARALLEL_BYTES`.
     Every intact variant with a recorded signature is verified again, offline, against ``trusted_root`` (None:
-    ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT``, else sigstore's public-good root) and its signed digest.
+    ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT``, else sigstore's public-good root) and its signed digest; a bundle that
+    sigstore verified before (same bundle, ``metadata.json``, trusted root and signer) is not verified again
+    unless ``full``.
     """
     root = cache or cache_dir()
     required = {(e.repo, e.commit, v.name) for e, v in targets(lock, environments or [])}
@@ -114,7 +120,7 @@ def verify(
         if inspection.ok:
             refresh(entry, variant, inspection, root)
             intact.append((entry, variant))
-    failures = reverify(intact, root, trusted_root or default_trusted_root())
+    failures = reverify(intact, root, trusted_root or default_trusted_root(), remember=not full)
     for entry, variant, error in failures:
         if isinstance(error, SignedDigestError):  # withdrawn from the cache: no loader sees it, sync checks again
             refusals.refuse(entry, variant, root, str(error))

@@ -883,9 +883,42 @@ def _b64sha256(payload: bytes) -> str:
     return base64.b64encode(hashlib.sha256(payload).digest()).decode()
 
 
+_SO_HEADER = b"\x7fELF\x02\x01\x01\x00"
+_SO_CHUNK = 8 << 20  # a .so bigger than this is written in chunks: any size, 8 MiB in memory
+
+
 def _so_bytes(build_id: str, size: int) -> bytes:
-    header = b"\x7fELF\x02\x01\x01\x00"
-    return header + random.Random(f"so:{build_id}").randbytes(max(0, size - len(header)))
+    return _SO_HEADER + random.Random(f"so:{build_id}").randbytes(max(0, size - len(_SO_HEADER)))
+
+
+def _write_so(build_id: str, size: int, objects: Path) -> tuple[str, int]:
+    """Write a build's ``.so`` of ``size`` bytes into the LFS object store ``objects``; (its sha256 hex, size).
+
+    Up to 8 MiB its bytes are random (seeded by the build); above, a random 8 MiB block of the build repeats, each
+    chunk opening with its index, so a 1 GiB (or bigger) build is written at disk speed with 8 MiB in memory."""
+    objects.mkdir(parents=True, exist_ok=True)
+    tmp = objects / f".tmp-{os.getpid()}-{build_id}"
+    digest = hashlib.sha256()
+    with open(tmp, "wb") as handle:
+        if size <= _SO_CHUNK:
+            chunks: Iterable[bytes] = [_so_bytes(build_id, size)]
+        else:
+            block = random.Random(f"so:{build_id}").randbytes(_SO_CHUNK)
+            chunks = (
+                ((_SO_HEADER if i == 0 else i.to_bytes(8, "little")) + block[8:])[: size - i * _SO_CHUNK]
+                for i in range(-(-size // _SO_CHUNK))
+            )
+        for chunk in chunks:
+            digest.update(chunk)
+            handle.write(chunk)
+    oid = digest.hexdigest()
+    final = objects / oid[0:2] / oid[2:4] / oid
+    if final.exists():
+        tmp.unlink()
+    else:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, final)
+    return oid, size
 
 
 def _archs(backend: str, variant: str) -> list[str] | None:
@@ -964,16 +997,12 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
     if state.kind in _LAYERS:
         content["layers.py"] = _LAYERS[state.kind].encode()
     files: dict[str, bytes] = dict(content)
+    signed = {path: _b64sha256(payload) for path, payload in content.items()}
     if not is_noarch(variant):
-        so = _so_bytes(build_id, state.so_size)
-        oid = hashlib.sha256(so).hexdigest()
-        obj = repo / ".git" / "lfs" / "objects" / oid[0:2] / oid[2:4] / oid
-        if not obj.exists():
-            obj.parent.mkdir(parents=True, exist_ok=True)
-            obj.write_bytes(so)
+        oid, size = _write_so(build_id, state.so_size, repo / ".git" / "lfs" / "objects")
         so_name = f"{ops_ns}.abi3.so"
-        content[so_name] = so
-        files[so_name] = _LFS_POINTER.format(oid=oid, size=len(so)).encode()
+        signed[so_name] = base64.b64encode(bytes.fromhex(oid)).decode()
+        files[so_name] = _LFS_POINTER.format(oid=oid, size=size).encode()
     backend_info: dict[str, Any] = {"type": backend}
     archs = state.archs_by_branch.get(branch) if backend == "cuda" else None
     if (archs := archs or _archs(backend, variant)) and not python:
@@ -996,7 +1025,7 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
         metadata["kernels-minver"] = minver
     metadata["digest"] = {
         "algorithm": "sha256",
-        "files": {path: _b64sha256(payload) for path, payload in sorted(content.items())},
+        "files": dict(sorted(signed.items())),
     }
     metadata["provenance"] = {
         "kernel-builder": {"version": "0.11.0"},

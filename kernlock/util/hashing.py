@@ -1,0 +1,49 @@
+"""Hashes as kernels.lock records them: ``sha256:<hex>`` of a file's content (LFS files), or ``git-sha1:<hex>``, the
+git blob id (sha1 of ``blob <size>\\0`` and the content). One home for both, so that a file hashed while it is
+downloaded, copied from a bundle, or read back from the cache gives the same value."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+__all__ = ["StreamHash", "hasher"]
+
+_CHUNK = 1024 * 1024
+
+
+def hasher(algorithm: str, size: int) -> Any:
+    """A hashlib object primed for a file of ``size`` bytes hashed with ``algorithm`` (``sha256`` or ``git-sha1``)."""
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    if algorithm == "git-sha1":
+        return hashlib.sha1(b"blob %d\0" % size)
+    raise ValueError(f"unknown hash algorithm {algorithm!r}")
+
+
+class StreamHash:
+    """The hash of a file as it is written, so that no second pass reads it back: fed the bytes a resumed file
+    already holds (:meth:`restart`), then every chunk written (:meth:`update`)."""
+
+    def __init__(self, algorithm: str, size: int) -> None:
+        self.algorithm = algorithm
+        self.size = size
+        self._hash = hasher(algorithm, size)
+
+    def restart(self, path: str | bytes | Any, have: int) -> None:
+        """Start again from the first ``have`` bytes of the file at ``path`` (0: an empty file)."""
+        self._hash = hasher(self.algorithm, self.size)
+        if have:
+            with open(path, "rb") as handle:
+                left = have
+                while left and (chunk := handle.read(min(_CHUNK, left))):
+                    self._hash.update(chunk)
+                    left -= len(chunk)
+
+    def update(self, data: bytes) -> None:
+        """Feed the next bytes written."""
+        self._hash.update(data)
+
+    def value(self) -> str:
+        """``algorithm:hex`` of everything fed."""
+        return f"{self.algorithm}:{self._hash.hexdigest()}"
