@@ -339,6 +339,19 @@ def test_kernlock_run_ends_as_cmd_ends_and_passes_signals_on(tiny: LockedProject
     assert _bindings(python) == []
 
 
+def test_run_record_hears_ranks_that_get_no_environment(tiny: LockedProject, python: Path, tmp_path):
+    """`kernlock run --record` binds the environment too: an `env -i` rank's request is recorded."""
+    load = f"import kernels; kernels.get_kernel('{TINY_ACTIVATION}', version=1)"
+    env = {**tiny.env, "PATH": _path(python, tmp_path)}
+    argv = [str(python), "-m", "kernlock", "run", "--record", "--dry-run", "--project", str(tiny.project), "--"]
+    cmd = _env_i(python, tmp_path, tmp_path / "h", "", "-c", load)
+    done = subprocess.run([*argv, *cmd], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "kernlock:" not in done.stderr, done.stderr
+    assert "1 Hub kernel request recorded by 1 process" in done.stdout, done.stdout
+    assert f"{TINY_ACTIVATION}  v1     get_kernel  yes     1" in done.stdout, done.stdout
+    assert _bindings(python) == []
+
+
 @pytest.mark.parametrize(
     ("command", "env", "clears"),
     [

@@ -89,6 +89,10 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
 
         site = Path(sysconfig.get_paths()["purelib"])
     settings = {key: env[key] for key in (*CARRIED, RECORD) if env.get(key)}
+    if RECORD in settings:  # a record is written only below the writer's own kernlock cache: the run's
+        from kernlock.util.hfenv import cache_root
+
+        settings["KERNLOCK_CACHE"] = os.path.abspath(cache_root())
     clears = launchers.clears_environment(command, env)
     me = runs.this_process()
     pth = site / f"{PTH_PREFIX}{me['host']}-{me['pid']}.pth"
