@@ -218,7 +218,7 @@ def test_another_hosts_binding_binds_while_its_heartbeat_is_fresh(tiny: LockedPr
     binding = _bind_by_hand(tiny, python, tiny.project / "kernels.lock", ("srun", "--export=NONE"))
     try:
         record = {**(runbind.read_record(binding.pth) or {}), "host": "other-node", "pid": 1, "start": "1"}
-        binding.pth.write_text(f"import _kernlock_run; _kernlock_run.bind({record!r})\n")
+        binding.pth.write_text(f"import _kernlock_run\n{runs.RECORD_PREFIX}{record!r}\n")
         _assert_locked(tiny, _plain_rank(python, tmp_path, server.url, script), head)
         old = binding.pth.stat().st_mtime - runs.STALE_AFTER - 60
         os.utime(binding.pth, (old, old))

@@ -3,11 +3,11 @@
 A launcher that passes no environment (``env -i``, ``srun --export=NONE``, pdsh, ssh) starts its processes without
 `kernlock run`'s ``PYTHONPATH`` and ``KERNLOCK_*``, so its sitecustomize never runs there. What every interpreter of
 the environment does run is each ``.pth`` file of its site-packages (site.py; `kernlock hook install` binds an
-environment so for good): `kernlock run` writes ``kernlock-run-<host>-<pid>.pth``, one line that imports
-``_kernlock_run`` (written beside it, with its bytecode; it stays, inert, once no run needs it) and hands it the run's
-record: who runs it and the settings CMD gets (:mod:`kernlock.runtime.runs` reads them at a process's first kernel
-import). The file goes when CMD ends; what a killed run leaves binds nothing (its pid no longer runs) and the next
-`kernlock run` removes it.
+environment so for good): `kernlock run` writes ``kernlock-run-<host>-<pid>.pth``, a line that imports
+``_kernlock_run`` (written beside it, with its bytecode; it stays, inert, once no run needs it) and, as a comment, the
+run's record: who runs it and the settings CMD gets (:mod:`kernlock.runtime.runs` reads it at a process's first
+kernel import, so that a process that imports no kernel pays only for that import). The file goes when CMD ends;
+what a killed run leaves binds nothing (its pid no longer runs) and the next `kernlock run` removes it.
 
 Where the binding cannot be written (site-packages read-only) or would meet another run's with other settings, a CMD
 that may clear the environment (:mod:`kernlock.commands.launchers`) is refused before it starts; others run as before.
@@ -15,7 +15,6 @@ that may clear the environment (:mod:`kernlock.commands.launchers`) is refused b
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PTH_PREFIX", "RUN_MODULE", "RUN_SOURCE", "Binding", "bind", "read_record"]
 
-PTH_PREFIX = "kernlock-run-"  # sorts after kernlock-hook.pth: the run's finder goes first on sys.meta_path
+PTH_PREFIX = runs.PTH_PREFIX
+read_record = runs.read_record
 RUN_MODULE = "_kernlock_run"
 RECORD = "KERNLOCK_RECORD"  # `kernlock run --record`'s folder, carried too
 
@@ -40,21 +40,16 @@ RUN_SOURCE = '''"""Written by `kernlock run`: each kernlock-run-*.pth beside it 
 binds this environment until it ends (docs/clusters.md); without such a file nothing imports this module.
 
 The first import of kernels or transformers' model code in a process that got none of the run's environment (env -i,
-srun --export=NONE, pdsh, ssh) activates kernlock with the run's settings; a run that is gone binds nothing.
+srun --export=NONE, pdsh, ssh) activates kernlock with the run's settings, which each .pth holds as a comment; a run
+that is gone binds nothing.
 """
 import os
 import sys
 
-RUNS = []
-
-
-def bind(run):
-    if run not in RUNS:  # site.py may read a .pth twice (a venv's site-packages, on some Pythons)
-        RUNS.append(run)
-
-
 ''' + finder_source(
-    "KernlockRun", "kernlock run", "\n            from kernlock.runtime import runs; runs.activate(RUNS)"
+    "KernlockRun",
+    "kernlock run",
+    "\n            from kernlock.runtime import runs; runs.activate(os.path.dirname(os.path.abspath(__file__)))",
 )
 
 
@@ -96,12 +91,12 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
     clears = launchers.clears_environment(command, env)
     me = runs.this_process()
     pth = site / f"{PTH_PREFIX}{me['host']}-{me['pid']}.pth"
-    record = {**me, "pth": str(pth), "clears": clears, "settings": settings}
+    record = {**me, "clears": clears, "settings": settings}
     try:
         _write_module(site)
         from kernlock.util.atomic import write_text_atomic
 
-        write_text_atomic(pth, f"import {RUN_MODULE}; {RUN_MODULE}.bind({record!r})\n")
+        write_text_atomic(pth, f"import {RUN_MODULE}\n{runs.RECORD_PREFIX}{record!r}\n")
     except OSError as err:
         if clears is None or _hook_binds(site, settings.get("KERNLOCK_LOCKFILE")):
             return None
@@ -124,29 +119,16 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
     return binding
 
 
-def read_record(pth: Path) -> dict[str, Any] | None:
-    """The record a ``kernlock-run-*.pth`` hands ``_kernlock_run.bind``, or None where it holds none."""
-    try:
-        call = ast.parse(pth.read_text()).body[-1]
-        if isinstance(call, ast.Expr) and isinstance(call.value, ast.Call) and len(call.value.args) == 1:
-            record = ast.literal_eval(call.value.args[0])
-            return record if isinstance(record, dict) else None
-    except (OSError, SyntaxError, ValueError, IndexError, UnicodeDecodeError):
-        pass
-    return None
-
-
 def _others(site: Path, mine: Path) -> list[dict[str, Any]]:
     """The records of the other runs that bind ``site`` for this user; the files of runs that are gone are
     removed."""
     found = []
-    for pth in sorted(site.glob(f"{PTH_PREFIX}*.pth")):
-        record = read_record(pth)
-        if pth == mine or record is None:
+    for record in runs.records(site):
+        if record["pth"] == str(mine):
             continue
         if not runs.alive(record):
             with contextlib.suppress(OSError):
-                pth.unlink(missing_ok=True)
+                os.unlink(record["pth"])
         elif runs.applies(record):
             found.append(record)
     return found

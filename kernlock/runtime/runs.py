@@ -1,12 +1,13 @@
 """The process side of `kernlock run`'s binding of a Python environment (docs/clusters.md).
 
-While `kernlock run` lasts, a ``kernlock-run-<host>-<pid>.pth`` in its environment's site-packages hands every
-interpreter start of that environment one record of the run (``_kernlock_run.bind``): who runs it (host, pid,
-when it started, uid) and the settings `kernlock run` passes CMD (the lock, the mode, the kernel cache...). A
-process that got none of them — its launcher cleared the environment: ``env -i``, ``srun --export=NONE``, pdsh,
-ssh — activates with them at its first kernel import (:func:`activate`). A record whose run is gone (the same host:
-that pid no longer runs, or runs another process; another host: its file has not been touched by the run's
-heartbeat for :data:`STALE_AFTER` seconds) binds nothing, so a killed run does not bind later processes.
+While `kernlock run` lasts, a ``kernlock-run-<host>-<pid>.pth`` in its environment's site-packages makes every
+interpreter start of that environment import ``_kernlock_run`` (one finder on ``sys.meta_path``, nothing else), and
+holds, as a comment that site.py skips, the run's record: who runs it (host, pid, when it started, uid) and the
+settings `kernlock run` passes CMD (the lock, the mode, the kernel cache...). At its first kernel import, a process
+that got none of them — its launcher cleared the environment: ``env -i``, ``srun --export=NONE``, pdsh, ssh — reads
+the records beside the module and activates with the run's settings (:func:`activate`). A record whose run is gone
+(the same host: that pid no longer runs, or runs another process; another host: its file has not been touched by
+the run's heartbeat for :data:`STALE_AFTER` seconds) binds nothing, so a killed run does not bind later processes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,22 @@ if TYPE_CHECKING:
 
     from kernlock.runtime.state import Settings
 
-__all__ = ["HEARTBEAT", "STALE_AFTER", "activate", "alive", "applies", "describe", "this_process"]
+__all__ = [
+    "HEARTBEAT",
+    "PTH_PREFIX",
+    "RECORD_PREFIX",
+    "STALE_AFTER",
+    "activate",
+    "alive",
+    "applies",
+    "describe",
+    "read_record",
+    "records",
+    "this_process",
+]
+
+PTH_PREFIX = "kernlock-run-"  # sorts after kernlock-hook.pth: the run's finder goes first on sys.meta_path
+RECORD_PREFIX = "# kernlock run: "  # the line of a binding's .pth that holds its record
 
 #: Seconds between two touches of a binding's file by its run, and the age after which another host takes a
 #: binding whose file was not touched as left by a run that is gone (an NFS client may see an mtime a minute late).
@@ -66,15 +82,40 @@ def describe(run: dict[str, Any]) -> str:
     return f"{settings.get('KERNLOCK_LOCKFILE')} ({mode} mode) of `kernlock run` pid {run['pid']} on {run['host']}"
 
 
-def activate(runs: list[dict[str, Any]]) -> Settings | None:
-    """At the first kernel import of a process of a bound environment: activate it with the settings of the run in
-    progress, unless it is activated already (it got its environment: `kernlock run`'s sitecustomize, or the
-    program's own ``kernlock.activate()``). Settings the process has itself win, as under `kernlock run`. None
-    where no run binds it. Raises ActivationError where two runs with different settings bind it, and it cannot
-    tell which one it belongs to."""
+def read_record(pth: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The record in a ``kernlock-run-*.pth`` (its ``pth`` is where it was read), or None where it holds none."""
+    import ast
+
+    try:
+        with open(pth, encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith(RECORD_PREFIX):
+                    record = ast.literal_eval(line[len(RECORD_PREFIX) :].strip())
+                    return {**record, "pth": os.fspath(pth)} if isinstance(record, dict) else None
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, MemoryError, RecursionError):
+        pass
+    return None
+
+
+def records(site: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of every binding in ``site`` (runs in progress or gone)."""
+    import glob
+
+    found = (
+        read_record(pth) for pth in sorted(glob.glob(os.path.join(glob.escape(os.fspath(site)), PTH_PREFIX + "*.pth")))
+    )
+    return [record for record in found if record is not None]
+
+
+def activate(site: str) -> Settings | None:
+    """At the first kernel import of a process of a bound environment (``site``: its site-packages): activate it
+    with the settings of the run in progress, unless it is activated already (it got its environment: `kernlock
+    run`'s sitecustomize, or the program's own ``kernlock.activate()``). Settings the process has itself win, as
+    under `kernlock run`. None where no run binds it. Raises ActivationError where two runs with different settings
+    bind it, and it cannot tell which one it belongs to."""
     if activated.settings() is not None:
         return None
-    live = [run for run in runs if applies(run)]
+    live = [run for run in records(site) if applies(run)]
     own = os.environ.get("KERNLOCK_LOCKFILE")
     if own:  # a child of a bound process (it carries the run's lock on) tells its run apart
         live = [run for run in live if run["settings"].get("KERNLOCK_LOCKFILE") == os.path.abspath(own)] or live
@@ -84,7 +125,7 @@ def activate(runs: list[dict[str, Any]]) -> Settings | None:
         from kernlock.errors import ActivationError
 
         raise ActivationError(
-            f"{len(live)} `kernlock run`s in progress bind {os.path.dirname(live[0]['pth'])} to different settings: "
+            f"{len(live)} `kernlock run`s in progress bind {site} to different settings: "
             f"{'; '.join(describe(run) for run in live)}. This process got no KERNLOCK_LOCKFILE to tell them apart: "
             "run them one at a time, or from Python environments of their own."
         )
