@@ -135,8 +135,10 @@ def check(
 
 def _call(command: tuple[str, ...], env: dict[str, str]) -> int:
     """`run --record`: CMD to its end, its status (-N: killed by signal N); the environment is bound meanwhile."""
-    if os.name != "nt":
-        from kernlock.commands import runbind, supervise
+    from kernlock.commands import runbind
+
+    if runbind.SUPPORTED:
+        from kernlock.commands import supervise
 
         return supervise.supervise(list(command), env, runbind.bind(env, command))
     import signal
@@ -144,8 +146,16 @@ def _call(command: tuple[str, ...], env: dict[str, str]) -> int:
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is CMD's to handle; its records still count
     try:
-        return subprocess.call(list(command), env=env)
+        reset = None if os.name == "nt" else _default_sigint
+        return subprocess.call(list(command), env=env, preexec_fn=reset)
     except OSError as err:
         raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _default_sigint() -> None:
+    """In CMD (after fork): Ctrl-C does what it does by default, whatever kernlock set for itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +30,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["PTH_PREFIX", "RUN_MODULE", "RUN_SOURCE", "Binding", "bind", "read_record"]
+__all__ = ["PTH_PREFIX", "RUN_MODULE", "RUN_SOURCE", "SUPPORTED", "Binding", "bind", "read_record"]
 
 PTH_PREFIX = runs.PTH_PREFIX
 read_record = runs.read_record
 RUN_MODULE = "_kernlock_run"
+#: Where a run can bind its environment: kernlock then stays CMD's parent, waiting with sigtimedwait (not on Windows
+#: nor macOS; there `kernlock run` binds nothing, as before).
+SUPPORTED = os.name != "nt" and hasattr(signal, "sigtimedwait")
 RECORD = "KERNLOCK_RECORD"  # `kernlock run --record`'s folder, carried too
 
 RUN_SOURCE = '''"""Written by `kernlock run`: each kernlock-run-*.pth beside it is a `kernlock run` in progress that
@@ -72,12 +76,12 @@ class Binding:
 
 def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None) -> Binding | None:
     """Bind ``site`` (default: this interpreter's site-packages) to the settings in ``env`` for this run of
-    ``command``; None where no binding was made and none is needed (Windows; site-packages not writable, and
-    ``command`` is not known to clear the environment). Raises KernlockError, before anything starts, where a
-    process of ``command`` that gets no environment would load unlocked or mix two runs' locks."""
+    ``command``; None where no binding was made and none is needed (not :data:`SUPPORTED`; site-packages not
+    writable, and ``command`` is not known to clear the environment). Raises KernlockError, before anything
+    starts, where a process of ``command`` that gets no environment would load unlocked or mix two runs' locks."""
     from kernlock.runtime.activation import CARRIED
 
-    if os.name == "nt":
+    if not SUPPORTED:
         return None
     if site is None:
         import sysconfig
