@@ -1,11 +1,13 @@
-"""What `kernlock hook install` costs a process that never imports kernels: `python -c pass`, with and without.
+"""What `kernlock hook install`, and `kernlock run`'s binding of an environment while a run lasts, cost a process
+that never imports kernels: `python -c pass`, with and without.
 
     python benchmarks/hook.py            # 101 runs of each, interleaved; medians of wall and CPU time, differences
     python benchmarks/hook.py --runs 21
 
 A fresh virtual environment (this one's packages reached through a ``.pth`` line, as tests/helpers.overlay_venv
-makes it) runs ``python -c pass`` alternately without the hook and with it (bound to a lock, strict), so that
-drift of the machine hits both alike. Bytecode of the hook module is compiled once before timing.
+makes it) runs ``python -c pass`` in turn without either, with the hook (unbound), and with one run's binding (this
+process standing for the run in progress), so that drift of the machine hits all alike. Bytecode of both modules is
+compiled once before timing; only the ``.pth`` files come and go.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from _common import in_scratch_folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from helpers import overlay_venv
+
+from kernlock.commands import runbind
 
 
 def _time(python: Path) -> tuple[float, float]:
@@ -50,24 +54,34 @@ def main() -> int:
         ).stdout.strip()
         site = Path(pth)
         subprocess.run([str(python), "-m", "kernlock", "hook", "install"], check=True, capture_output=True)
-        pth = site / "kernlock-hook.pth"  # only the .pth comes and goes: the module and its bytecode stay
-        line = pth.read_bytes()
+        hook = site / "kernlock-hook.pth"  # only the .pth files come and go: the modules and their bytecode stay
+        hook_line = hook.read_bytes()
         subprocess.run([str(python), "-c", "import _kernlock_hook"], check=True)  # its bytecode, once
-        without, with_hook = [], []
+        hook.unlink()
+        lock = str(work / "kernels.lock")  # never read: the process imports no kernel
+        binding = runbind.bind({"KERNLOCK_LOCKFILE": lock, "KERNLOCK_MODE": "strict"}, ("python",), site=site)
+        assert binding is not None
+        run_line = binding.pth.read_bytes()
+        binding.pth.unlink()
+        cases: dict[str, list[tuple[float, float]]] = {"without": [], "the hook": [], "a run's binding": []}
+        files = {"the hook": (hook, hook_line), "a run's binding": (binding.pth, run_line)}
         for _ in range(3):  # warm the page cache
             _time(python)
         for _ in range(args.runs):
-            pth.unlink()
-            without.append(_time(python))
-            pth.write_bytes(line)
-            with_hook.append(_time(python))
+            for case, times in cases.items():
+                if case in files:
+                    files[case][0].write_bytes(files[case][1])
+                times.append(_time(python))
+                if case in files:
+                    files[case][0].unlink()
         for i, what in ((0, "wall"), (1, "CPU")):
-            a = statistics.median(t[i] for t in without)
-            b = statistics.median(t[i] for t in with_hook)
-            print(
-                f"python -c pass, {what} time, median of {args.runs}: without the hook {a * 1e3:.2f} ms, "
-                f"with it {b * 1e3:.2f} ms, difference {(b - a) * 1e3:+.2f} ms"
-            )
+            a = statistics.median(t[i] for t in cases["without"])
+            for case in files:
+                b = statistics.median(t[i] for t in cases[case])
+                print(
+                    f"python -c pass, {what} time, median of {args.runs}: without {a * 1e3:.2f} ms, "
+                    f"with {case} {b * 1e3:.2f} ms, difference {(b - a) * 1e3:+.2f} ms"
+                )
         return 0
 
     return in_scratch_folder("kernlock-hook-", run)

@@ -264,6 +264,20 @@ def report(**extra):
 """
 
 
+# The start of a rank's script in the cluster tests (tests/test_hook.py, tests/test_run_bind.py): it says it started
+# (a rank that stops at its first kernel import printed only this), imports kernels and reads the activation.
+RANK_PRELUDE = (
+    CHILD_PRELUDE
+    + CHILD_HELPERS
+    + """
+import os
+print("started", flush=True)
+import kernels
+from kernlock.runtime import state as activated
+"""
+)
+
+
 def kernelize_silu_and_mul(repo: str) -> str:
     """Child code: a ``SiluAndMul`` layer kernelized from ``repo``'s layer (asked as version 1) into ``layer``."""
     return textwrap.dedent(

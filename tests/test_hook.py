@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
-    CHILD_HELPERS,
-    CHILD_PRELUDE,
+    RANK_PRELUDE,
     TINY_ACTIVATION,
     TINY_ATTENTION,
     LockedProject,
@@ -44,15 +43,8 @@ def hooked(tmp_path: Path) -> Path:
     return overlay_venv(tmp_path / "venv")
 
 
-RANK = (
-    CHILD_PRELUDE
-    + CHILD_HELPERS
-    + textwrap.dedent(
-        f"""
-        import os
-        print("started", flush=True)
-        import kernels
-        from kernlock.runtime import state as activated
+RANK = RANK_PRELUDE + textwrap.dedent(
+    f"""
         model, result = train_llama("{TINY_ATTENTION}")
         identity = kernels.get_kernel("{TINY_ACTIVATION}", version=1).KERNEL_IDENTITY
         settings = activated.settings()
@@ -64,7 +56,6 @@ RANK = (
             refused = str(err)
         report(mode=settings and settings.mode, refused=refused, home=os.environ.get("HOME"), **result)
         """
-    )
 )
 
 # A launcher of ranks: each rank gets only what the launcher passes on (PYTHON* or nothing) and a HOME of its own.

@@ -42,6 +42,7 @@ def run(
 ) -> None:
     """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
     from kernlock.cli import output as cli_output
+    from kernlock.commands import runbind
     from kernlock.runtime import activation as runtime
 
     if not record and (dry_run or no_lock):
@@ -50,9 +51,14 @@ def run(
         _run_recorded(mode, dry_run, no_lock, project_dir, command)
         return
     env, active = runtime.run_environment(project_dir / runtime.LOCK_NAME if project_dir is not None else None, mode)
+    binding = runbind.bind(env, command)  # a refusal comes before anything starts
     cli_output.print_active(active, command, quiet)
     sys.stdout.flush()
     sys.stderr.flush()
+    if binding is not None:  # kernlock outlives CMD to remove it
+        from kernlock.commands import supervise
+
+        supervise.exit_as(supervise.supervise(list(command), env, binding))
     if os.name == "nt":  # no exec on Windows: wait and pass the exit status on
         import subprocess
 
@@ -67,9 +73,6 @@ def _run_recorded(
     mode: str | None, dry_run: bool, no_lock: bool, project_dir: Path | None, command: tuple[str, ...]
 ) -> None:
     """`run --record`: CMD runs to its end (whatever its status), then the table, pyproject and the lock."""
-    import signal
-    import subprocess
-
     from kernlock.cli import output_record as cli_output
     from kernlock.commands import record as recordrun
 
@@ -82,17 +85,13 @@ def _run_recorded(
         click.echo(f"wrote {prepared.root / 'kernels.lock'} (no kernels yet): activation needs a lock to record")
     sys.stdout.flush()
     sys.stderr.flush()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is CMD's to handle; its records still count
     try:
-        reset = None if os.name == "nt" else _default_sigint
-        code = subprocess.call(list(command), env=prepared.env, preexec_fn=reset)
-    except OSError as err:
+        code = _call(command, prepared.env)
+    except KernlockError:
         from kernlock.runtime import records
 
         records.remove_folder(prepared.folder)
-        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        raise
     gathered = recordrun.collect(prepared)
     cli_output.print_record_table(code, gathered)
     result = recordrun.finish(prepared, gathered, dry_run=dry_run, no_lock=no_lock)
@@ -132,6 +131,27 @@ def check(
             click.echo(f"wrote {report.recorded}")
     if not report.ok:
         sys.exit(1)
+
+
+def _call(command: tuple[str, ...], env: dict[str, str]) -> int:
+    """`run --record`: CMD to its end, its status (-N: killed by signal N); the environment is bound meanwhile."""
+    from kernlock.commands import runbind
+
+    if runbind.SUPPORTED:
+        from kernlock.commands import supervise
+
+        return supervise.supervise(list(command), env, runbind.bind(env, command))
+    import signal
+    import subprocess
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is CMD's to handle; its records still count
+    try:
+        reset = None if os.name == "nt" else _default_sigint
+        return subprocess.call(list(command), env=env, preexec_fn=reset)
+    except OSError as err:
+        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _default_sigint() -> None:

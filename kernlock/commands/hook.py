@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kernlock.errors import KernlockError
 
-__all__ = ["HOOK_MODULE", "PTH_NAME", "HookStatus", "install", "site_packages", "status", "uninstall"]
+__all__ = ["HOOK_MODULE", "PTH_NAME", "HookStatus", "finder_source", "install", "site_packages", "status", "uninstall"]
 
 PTH_NAME = "kernlock-hook.pth"
 HOOK_MODULE = "_kernlock_hook"
@@ -37,10 +37,18 @@ import sys
 LOCKFILE = {lockfile!r}
 MODE = {mode!r}
 CACHE = {cache!r}  # the kernel cache `kernlock hook install` saw: used where KERNELS_CACHE and HF_HUB_CACHE are unset
-_NAMES = ("kernels", "transformers.modeling_utils")
+'''
 
 
-class KernlockHook:
+def finder_source(name: str, who: str, activate: str) -> str:
+    """The ``sys.meta_path`` finder of a startup module (``kernlock hook``'s, ``kernlock run``'s): at the first
+    import of kernels or transformers' model code it runs ``activate`` (lines of code, indented as a ``try`` body);
+    whatever that raises stops the process with one line (``error: WHO (its file): the message``)."""
+    return (
+        """_NAMES = ("kernels", "transformers.modeling_utils")
+
+
+class <<NAME>>:
     done = False
 
     @classmethod
@@ -50,18 +58,11 @@ class KernlockHook:
         cls.done = True
         if "kernlock.cli.app" in sys.modules:  # kernlock's own commands activate only where they mean to
             return None
-        try:
-            from kernlock.runtime import state as activated; from kernlock.runtime import activation as runtime
-
-            if activated.settings() is not None:  # `kernlock run` or the program activated already
-                return None
-            if CACHE and not (os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")):
-                os.environ["KERNELS_CACHE"] = CACHE
-            runtime.activate(lockfile=LOCKFILE, mode=MODE)
+        try:<<ACTIVATE>>
         except Exception as err:  # an ActivationError names the fix; anything else is no silent unlocked load
             if isinstance(err, ModuleNotFoundError) and err.name == "kernlock":
                 err = "kernlock is not installed in %s; install it there, or remove %s" % (sys.prefix, __file__)
-            sys.stderr.write("error: kernlock hook (%s): %s\\n" % (__file__, err))
+            sys.stderr.write("error: <<WHO>> (%s): %s\\n" % (__file__, err))
             sys.stderr.flush()
             os._exit(1)
         for finder in sys.meta_path:
@@ -70,8 +71,21 @@ class KernlockHook:
         return None
 
 
-sys.meta_path.insert(0, KernlockHook)
-'''
+sys.meta_path.insert(0, <<NAME>>)
+""".replace("<<NAME>>", name)
+        .replace("<<WHO>>", who)
+        .replace("<<ACTIVATE>>", activate)
+    )
+
+
+HOOK_ACTIVATE = """
+            from kernlock.runtime import state as activated; from kernlock.runtime import activation as runtime
+
+            if activated.settings() is not None:  # `kernlock run` or the program activated already
+                return None
+            if CACHE and not (os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")):
+                os.environ["KERNELS_CACHE"] = CACHE
+            runtime.activate(lockfile=LOCKFILE, mode=MODE)"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +142,7 @@ def install(lockfile: Path | None, mode: str | None, python: str | None) -> Hook
         raise KernlockError(f"{python} cannot import kernlock; install kernlock into that environment first.")
     try:
         source = HOOK_SOURCE.format(lockfile=bound, mode=mode, cache=os.path.abspath(cache_dir()))
+        source += finder_source("KernlockHook", "kernlock hook", HOOK_ACTIVATE)
         write_text_atomic(site / f"{HOOK_MODULE}.py", source)
         write_text_atomic(site / PTH_NAME, PTH_LINE)
     except OSError as err:

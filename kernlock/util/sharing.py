@@ -114,9 +114,9 @@ def cache_lock(path: Path) -> Iterator[None]:
 
 
 def _host() -> str:
-    import socket  # socket and threading: only a download pays for them
+    from kernlock.util.processes import host  # socket and threading: only a download pays for them
 
-    return "".join(c if c.isalnum() or c == "-" else "-" for c in socket.gethostname())[:64] or "host"
+    return host()
 
 
 def _thread() -> int:
@@ -147,13 +147,9 @@ def _gone(candidate: Path, blob: Path) -> bool:
             import threading
 
             return int(thread) not in {t.ident % 1_000_000_007 for t in threading.enumerate() if t.ident}
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # alive, another user's
-            return False
-        return False
+        from kernlock.util.processes import started
+
+        return started(int(pid)) is None
     try:
         return time.time() - candidate.stat().st_mtime > _ORPHAN_AFTER
     except OSError:
