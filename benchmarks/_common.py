@@ -36,7 +36,8 @@ SCRUBBED = (
 def use_local_hub(work: Path, port: int, **extra: str) -> None:
     """Point this process (and its children) at a local Hub on ``port`` with caches under ``work``; call it before
     anything imports huggingface_hub or kernels (they read these at import). ``extra``: more variables. The Hub's
-    folder is ``work / "hub"``, whose builds the test sigstore instance signs: its trusted root is named too."""
+    folder is ``work / "hub"``, whose builds the test sigstore instance signs where it can (its trusted root is named
+    too); without sigstore's libraries the builds are unsigned."""
     os.environ.update(
         {
             "HF_ENDPOINT": f"http://127.0.0.1:{port}",
@@ -45,9 +46,12 @@ def use_local_hub(work: Path, port: int, **extra: str) -> None:
             "HF_HUB_CACHE": str(work / "hf-cache"),
             "KERNLOCK_CACHE": str(work / "kernlock-own"),
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-            "KERNLOCK_SIGSTORE_TRUSTED_ROOT": str(work / "hub" / "sigstore" / "trusted_root.json"),
         }
     )
+    from kernlock.testing.fixtures import can_sign
+
+    if can_sign():  # else the fixtures are built unsigned (a GPU image without sigstore): no root to name
+        os.environ["KERNLOCK_SIGSTORE_TRUSTED_ROOT"] = str(work / "hub" / "sigstore" / "trusted_root.json")
     for key in SCRUBBED:
         os.environ.pop(key, None)
     os.environ.update(extra)

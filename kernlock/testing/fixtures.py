@@ -56,6 +56,7 @@ __all__ = [
     "add_tag",
     "build_benchmark_catalog",
     "build_catalog",
+    "can_sign",
     "catalog_matrix",
     "create_kernel_repo",
     "cuda_archs",
@@ -1038,6 +1039,13 @@ def _build_files(state: _RepoState, repo: Path, branch: str, variant: str, build
     return {f"build/{variant}/{path}": payload for path, payload in files.items()}
 
 
+def can_sign() -> bool:
+    """Whether this Python can sign builds with the test sigstore instance (rfc8785 and cryptography installed)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("rfc8785", "cryptography"))
+
+
 def sign_metadata(meta_bytes: bytes, signer: Mapping[str, str] | None = None) -> bytes:
     """The bundle kernel-builder's workflow writes beside ``metadata.json`` (really signed, by the test sigstore
     instance of :mod:`kernlock.testing.sigstore`; ``signer``: :class:`~kernlock.testing.sigstore.Identity` fields)."""
@@ -1366,7 +1374,7 @@ def create_kernel_repo(
     jobs: str = "backend",
     kinds: Mapping[str, str] | None = None,
     signer: Mapping[str, str] | None = None,
-    signed: bool = True,
+    signed: bool | None = None,
 ) -> KernelRepo:
     """Create ``ROOT/kernels/{repo_id}``: ``main`` with the README, one branch per entry of ``branches``.
 
@@ -1382,8 +1390,10 @@ def create_kernel_repo(
     for a GPU machine's own build, which then imports there). ``kinds`` gives a branch another kind than
     ``kind`` (``{"v3": "attention-gqa-bug"}``: one version's build is wrong, as kernels-community#1085).
     ``signer`` signs the builds as another identity (``{"workflow": ..., "repository": ..., "issuer": ...}``);
-    ``signed=False`` uploads them without a bundle.
+    ``signed=False`` uploads them without a bundle; None (the default): signed where the signing libraries are
+    installed (:func:`can_sign`; a GPU image may lack them, and its benchmarks then measure unsigned builds).
     """
+    signed = can_sign() if signed is None else signed
     for chosen in (kind, *(kinds or {}).values()):
         if chosen not in (*KINDS, *EXTRA_KINDS):
             raise ValueError(f"kind must be one of {(*KINDS, *EXTRA_KINDS)}, not {chosen!r}")
