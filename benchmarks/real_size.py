@@ -10,7 +10,8 @@ Real flash-attn2 builds carry a `.so` of hundreds of MiB per variant. This build
 
 For each row, the floor is what a shell script would do with the same server and the same bytes: `curl -o` every
 file of the variant(s) to a file, then `sha256sum` them (the sequential floor: fetch, then one more pass to hash);
-kernlock's row is the whole `kernlock sync --frozen` process (interpreter start, imports, lock read, download,
+kernlock's row is the whole `kernlock sync --frozen --all-environments` process (the builds are not this
+machine's) (interpreter start, imports, lock read, download,
 hash, signature check, publish) into an empty cache. Medians of ``--repeats`` runs, each into an empty cache; the
 page cache is warm for both (the server's files were just written). Prints each ratio kernlock / floor; the goal
 (issue 32) is <= 1.0x: hashing while downloading, no second pass, no extra copy.
@@ -130,9 +131,16 @@ def _run(args: argparse.Namespace, work: Path) -> int:
             ]
             total = sum(f.size for _e, v in pairs for f in v.files)
             cache = work / "cache"
-            argv = [sys.executable, "-m", "kernlock", "sync", "--frozen", "--project", str(project)]
-            if len(variants) > 1:
-                argv.insert(4, "--all-environments")
+            argv = [
+                sys.executable,
+                "-m",
+                "kernlock",
+                "sync",
+                "--frozen",
+                "--all-environments",
+                "--project",
+                str(project),
+            ]
             env = {**os.environ, "HF_HUB_CACHE": str(cache), "KERNLOCK_CACHE": str(work / "kernlock-cache")}
             floors, ours = [], []
             for _ in range(args.repeats):

@@ -420,8 +420,9 @@ def test_add_on_a_machine_outside_the_environments_locks_and_skips_sync(
     assert result.exit_code == 0, result.output
     assert "not synced: this machine is not one of the lock's environments" in result.output
     assert read(project).environments == (CU129_212,)
-    signed = ("metadata.json", "metadata.json.sigstore")
-    assert not any("/resolve/" in r.path and not r.path.endswith(signed) for r in hub.log.snapshot())
+    # Nothing is synced: the lock read only the small git files a signature covers (docs/security.md), no build
+    read = [r.path for r in hub.log.snapshot() if "/resolve/" in r.path]
+    assert read and all(path.endswith((".py", ".json", ".sigstore")) for path in read), read
 
 
 def test_a_direct_requirement_that_is_also_a_dependency_stays_direct(
