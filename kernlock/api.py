@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
     from kernlock.commands.airgap import BundleResult, bundle, mirror_app, serve, sync_from
-    from kernlock.commands.install import ShowResult, show, sync, sync_after_add, verify
+    from kernlock.commands.install import NotSynced, ShowResult, show, sync, sync_after_add, verify
     from kernlock.commands.interop import export, import_kernels
     from kernlock.commands.lock import (
         AddResult,
@@ -37,6 +37,7 @@ _HOMES = {
     "stale_reason": "commands.lock",
     "target_environments": "commands.lock",
     "Upgrade": "project.inputs",
+    "NotSynced": "commands.install",
     "ShowResult": "commands.install",
     "show": "commands.install",
     "sync": "commands.install",
@@ -57,6 +58,7 @@ __all__ = [
     "AddResult",
     "BundleResult",
     "LockResult",
+    "NotSynced",
     "ShowResult",
     "Upgrade",
     "add",

@@ -12,6 +12,7 @@ __all__ = [
     "IntegrityError",
     "KernlockError",
     "LockError",
+    "NoEnvironmentError",
     "NotFoundError",
     "NotSyncedError",
     "ProjectError",
@@ -43,6 +44,11 @@ class ProjectError(KernlockError):
 
 class EnvironmentStringError(KernlockError):
     """An environment string does not follow the build-variant grammar."""
+
+
+class NoEnvironmentError(KernlockError):
+    """This machine has no environment of its own: torch is not installed, so it loads no kernels (it can still lock
+    for the environments a project declares, and fill a cache for them)."""
 
 
 class HubError(KernlockError):

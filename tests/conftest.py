@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import SCRUBBED, clean_env, test_trusted_root
+from helpers import ROOT, SCRUBBED, build_wheel, clean_env, test_trusted_root, wheel_venv
 
 from kernlock.testing import Catalog, HubServer, build_catalog
 
@@ -91,3 +92,27 @@ def _sentinel_untouched(sentinel: Path) -> Iterator[None]:
 def outside(sentinel: Path) -> Path:
     """A path in the sentinel tree for hostile input to name (an absolute path, the target of a symlink)."""
     return sentinel / "outside"
+
+
+@pytest.fixture(scope="session")
+def kernlock_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kernlock wheel of this checkout, built once per session (`uv build`)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def wheel_installed(tmp_path_factory: pytest.TempPathFactory, kernlock_wheel: Path) -> Callable[[str], Path]:
+    """``wheel_installed("3.12")``: the bin folder of a fresh environment of that Python with the wheel installed and
+    no torch (a `uv tool install`, a laptop), made once per session per Python."""
+    sys.path.insert(0, str(ROOT / "tests" / "compat"))
+    from compat_matrix import interpreter  # $PYENV_ROOT/versions/<version>.*, as scripts/matrix.sh finds them
+
+    made: dict[str, Path] = {}
+
+    def installed(version: str) -> Path:
+        if version not in made:
+            folder = tmp_path_factory.mktemp(f"py{version}") / "venv"
+            made[version] = wheel_venv(folder, interpreter(version), kernlock_wheel)
+        return made[version]
+
+    return installed

@@ -1,5 +1,6 @@
-"""A new user's first hour (issue 22, part 2): the sample Hub from the shell, the README's Quick start as written,
-and the warning when the installed transformers/kernels pair turns Hub kernels off. Real CLI, real processes."""
+"""A new user's first hour (issue 22, part 2): the sample Hub from the shell, the README's Quick start pasted line by
+line into an empty folder with and without torch (issue 30), and the warning when the installed transformers/kernels
+pair turns Hub kernels off. Real CLI, real processes."""
 
 from __future__ import annotations
 
@@ -9,26 +10,17 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, clean_env, own_repo, run_cli, write_pyproject
+from helpers import CPU_ENV, clean_env, own_repo, run_cli, user_env_for, venv_env, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer
 
 ROOT = Path(__file__).resolve().parent.parent
 CU128 = "torch211-cxx11-cu128-x86_64-linux"
-
-
-def _quick_start() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text[text.index("## Quick start") : text.index("## Commands")]
-
-
-def _console_lines(block: str) -> list[str]:
-    return [line[2:] for line in block.splitlines() if line.startswith("$ ")]
 
 
 class _Served:
@@ -125,62 +117,110 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     assert code == 0
 
 
-# -- 2. the README's Quick start, as written ---------------------------------------------------------------
+# -- 2. the README's Quick start, pasted line by line into an empty folder (issue 30, item 3) ---------------------
 
 
-def test_readme_quick_start_locks_as_written_against_the_sample_hub(tmp_path: Path, served: list[_Served]):
-    section = _quick_start()
-    consoles = re.findall(r"```console\n(.*?)```", section, re.S)
-    (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
-    hub_root = tmp_path / "hub"
-    exported: dict[str, str] = {}
-    for line in _console_lines(consoles[0]):  # the sample Hub: build, serve, export
-        words = shlex.split(line, comments=True)
-        words = [str(hub_root) if w == "/tmp/hub" else w for w in words]
-        if words[0] == "export":
-            readme_export = dict(w.split("=", 1) for w in words[1:])
+def _readme_section(title: str) -> str:
+    """README.md from the heading ``## title`` to the next ``## `` heading."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def _consoles(text: str) -> list[str]:
+    return re.findall(r"```console\n(.*?)```", text, re.S)
+
+
+def _pasted(block: str) -> list[str]:
+    """The commands of a ``console`` block as a user pastes them: each ``$ `` line without its prompt, with the
+    lines of a here-document it opens, up to its delimiter. Every other line is output."""
+    commands = []
+    lines = iter(block.splitlines())
+    for line in lines:
+        if not line.startswith("$ "):
             continue
-        assert words[:3] == ["python", "-m", "kernlock.testing"], line
-        if words[-1] == "&":
-            words = ["0" if w == "8765" else w for w in words[:-1]]
-            server = _Served(words[3:])
-            served.append(server)
-            exported = server.exported()
-        else:
-            done = subprocess.run([sys.executable, *words[1:]], capture_output=True, text=True)
-            assert done.returncode == 0, done.stderr
-    assert set(readme_export) == set(exported)  # the README exports what `serve` prints (its port aside)
-    env = _user(tmp_path, exported)
+        command = [line[2:]]
+        heredoc = re.search(r"<<-?\s*'?(\w+)'?", line)
+        if heredoc:
+            for body in lines:
+                command.append(body)
+                if body == heredoc.group(1):
+                    break
+        commands.append("\n".join(command))
+    return commands
 
-    cwd = tmp_path
-    for block in consoles[1:]:
-        for line in _console_lines(block):
-            words = shlex.split(line, comments=True)
-            if words[0] == "cd":
-                cwd = cwd / words[1]
-                cwd.mkdir()
-                subprocess.run(["git", "init", "-q", str(cwd)], check=True)
-                continue
-            if words[0] == "git":
-                done = subprocess.run(words, cwd=cwd, capture_output=True, text=True)
-            elif words[0] == "kernlock" and words[1] not in ("run", "hook"):
-                done = run_cli(*words[1:], env=env, cwd=cwd)
-            else:  # `kernlock run -- trl ...`, `python train.py`: the user's own program; `kernlock hook install`
-                continue  # binds the Python environment itself (tests/test_hook.py runs it in a venv of its own)
-            assert done.returncode == 0, (line, done.stdout, done.stderr)
-            assert "Traceback" not in done.stderr and "warning" not in done.stderr, (line, done.stderr)
-        if block is consoles[1]:  # then the user declares where they run: the README's TOML
-            pyproject = cwd / "pyproject.toml"
-            assert pyproject.read_text().lstrip().startswith("[tool.kernlock")  # all kernlock created
-            pyproject.write_text(toml)
 
-    lock = lockfile.read(cwd / "kernels.lock")
-    assert lock.environments == tuple(sorted([CPU_ENV, CU128]))
+def _transcript_script(commands: list[str]) -> str:
+    """bash that runs ``commands`` in one shell, in order, as they were pasted; before each it prints ``$ `` and
+    its first line, after each ``[exit N]``, and it stops at the first that fails."""
+    parts = []
+    for command in commands:
+        parts += [f"printf '%s\\n' {shlex.quote('$ ' + command.splitlines()[0])}", command]
+        parts.append('rc=$?; echo "[exit $rc]"; [ "$rc" = 0 ] || exit "$rc"')
+    return "\n".join(parts) + "\n"
+
+
+NOT_SYNCED = "not synced: this machine loads no kernels (torch is not installed); run `kernlock sync` where training"
+
+
+@pytest.mark.parametrize("torch", [False, True], ids=["python3.12-without-torch", "python3.11-with-torch"])
+def test_readme_quick_start_pasted_line_by_line_into_an_empty_folder(
+    torch: bool, wheel_installed: Callable[[str], Path], catalog: Catalog, hub: HubServer, tmp_path: Path
+):
+    """Every line of the Quick start's console blocks, as written, run by bash in an empty folder against the
+    session's Hub: part 1 (any machine) on Python 3.12 with the kernlock wheel and no torch; parts 1 and 2 (where
+    training runs) on this Python with torch, then the README's per-environment pin. Each line exits 0."""
+    intro, *parts = _readme_section("Quick start").split("\n### ")
+    (sample,) = _consoles(intro)  # the sample Hub (test_sample_hub_commands_... runs those): it exports what this
+    (export,) = [c for c in _pasted(sample) if c.startswith("export ")]  # Hub's clients need
+    exported = {word.split("=", 1)[0] for word in shlex.split(export, comments=True)[1:]}
+    assert exported == {*hub.env(), "KERNLOCK_SIGSTORE_TRUSTED_ROOT"}
+    chosen = [part for part in parts if torch or "(torch installed)" not in part.splitlines()[0]]
+    assert len(chosen) == (2 if torch else 1), [part.splitlines()[0] for part in parts]
+    commands = [command for part in chosen for block in _consoles(part) for command in _pasted(block)]
+    bin_folder = Path(sys.executable).parent if torch else wheel_installed("3.12")
+    env = venv_env(bin_folder, {**user_env_for(tmp_path), **hub.env()})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run(
+        ["bash", "-c", _transcript_script(commands)],
+        cwd=empty,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
+    print(done.stdout)  # the transcript: `pytest -rP` shows it
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.count("\n[exit 0]\n") == len(commands) >= (6 if torch else 4)
+    assert "Traceback" not in done.stdout and "warning" not in done.stdout, done.stdout
+
+    project = empty / "my-training-project"
+    lock = lockfile.read(project / "kernels.lock")
+    assert lock.environments == (CU128, CPU_ENV)
+    activation = lock.entry_for("kernels-community/activation", CPU_ENV)
+    assert activation is not None and activation.requested == "v1"
+    if not torch:
+        assert done.stdout.count(NOT_SYNCED) == 2  # one per `kernlock add`
+        assert "no variant here: this machine loads no kernels (torch is not installed)" in done.stdout
+        return
+    assert NOT_SYNCED not in done.stdout and "no variant here" not in done.stdout
+    # the load printed the file of the locked build: its commit, this machine's variant
+    assert f"/snapshots/{activation.commit}/build/{CPU_ENV}/__init__.py\n" in done.stdout, done.stdout
+
+    # the README's per-environment pin, in place of the table `add` wrote, then `kernlock lock`
+    (pins,) = re.findall(r"```toml\n(.*?)```", _readme_section("Pin per environment"), re.S)
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    pyproject.write_text(text[: text.index("[tool.kernlock.kernels]")] + pins)
+    locked = run_cli("lock", env=env, cwd=project)
+    assert locked.returncode == 0 and "Updated kernels-community/flash-attn2" in locked.stdout, locked
+    lock = lockfile.read(project / "kernels.lock")
     fa2 = {env: lock.entry_for("kernels-community/flash-attn2", env) for env in (CPU_ENV, CU128)}
     assert fa2[CU128] is not None and fa2[CU128].requested == "v2"
     assert fa2[CPU_ENV] is not None and fa2[CPU_ENV].requested == "v3"
-    activation = lock.entry_for("kernels-community/activation", CU128)
-    assert activation is not None and activation.requested == "v1"
 
 
 # -- 3. the transformers/kernels gate, told by add, lock, sync and show --------------------------------------

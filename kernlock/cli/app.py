@@ -221,7 +221,7 @@ def show(as_json: bool, project_dir: Path | None) -> None:
 
         click.echo(json.dumps(rows, indent=2))
         return
-    cli_output.print_show(rows)
+    cli_output.print_show(rows, result.no_variant)
 
 
 @main.command("import")

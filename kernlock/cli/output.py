@@ -14,6 +14,7 @@ from kernlock.util.wording import count, size
 if TYPE_CHECKING:
     from kernlock.airgap.mirror import MirrorApp
     from kernlock.commands.airgap import BundleResult
+    from kernlock.commands.install import NotSynced
     from kernlock.commands.lock import AddResult, LockResult
     from kernlock.resolve.migrate import ImportResult
     from kernlock.resolve.outdated import Report
@@ -62,7 +63,7 @@ def print_lock(result: LockResult, dry_run: bool = False) -> None:
         _print_repair(result.repaired, result.written, dry_run)
         return
     if not result.written:
-        click.echo(f"kernels.lock is up to date ({len(result.lock.kernels)} entries)")
+        click.echo(f"kernels.lock is up to date ({count(len(result.lock.kernels), 'entry', 'entries')})")
         return
     if result.previous is not None:
         from kernlock.lock import changes
@@ -135,12 +136,18 @@ def print_env(report: dict[str, Any]) -> None:
         click.echo(f"  ({report['lock_error']})")
 
 
-def print_sync(report: SyncReport) -> None:
-    """Print a kernlock.sync.engine.SyncReport: what was downloaded or repaired, and a one-line summary. The sync
-    is done: an interrupt from here on no longer turns it into a failure (:func:`interrupt.finish`)."""
+def print_sync(report: SyncReport | NotSynced) -> None:
+    """Print a kernlock.sync.engine.SyncReport: what was downloaded or repaired, and a one-line summary (or the one
+    line that says why nothing was synced here). The sync is done: an interrupt from here on no longer turns it into
+    a failure (:func:`interrupt.finish`)."""
+    from kernlock.commands.install import NotSynced  # imported already: the command that made ``report`` did
+
     interrupt.finish()
     if report.relocked:
         click.echo(f"re-locked kernels.lock first ({report.relocked})")
+    if isinstance(report, NotSynced):  # a machine that loads none of the lock's builds
+        _print_not_synced(report)
+        return
     for v in report.variants:
         if v.repaired:
             click.secho(
@@ -207,8 +214,8 @@ def print_verify(result: VerifyResult) -> bool:
     return True
 
 
-def print_show(rows: list[dict[str, Any]]) -> None:
-    """`show`: one line per lock entry, in aligned columns."""
+def print_show(rows: list[dict[str, Any]], no_variant: str | None = None) -> None:
+    """`show`: one line per lock entry, in aligned columns; then why a row has no variant here, if one has none."""
     header = ("kernel", "requested", "ref", "commit", "variant (this environment)", "synced", "signer")
     table = [header]
     for row in rows:
@@ -227,6 +234,8 @@ def print_show(rows: list[dict[str, Any]]) -> None:
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for line in table:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+    if no_variant:
+        click.echo(f"no variant here: {no_variant}")
 
 
 def print_outdated(report: Report) -> None:
@@ -275,15 +284,20 @@ def print_added(result: AddResult) -> None:
     print_lock(result.lock)
 
 
-def print_sync_after_add(report: SyncReport | None) -> None:
-    """`add`'s sync of this machine (None: the lock does not cover it)."""
-    if report is None:
+def print_sync_after_add(report: SyncReport | NotSynced) -> None:
+    """`add`'s sync of this machine (or why nothing was synced here)."""
+    print_sync(report)
+
+
+def _print_not_synced(report: NotSynced) -> None:
+    """One line: nothing was synced on this machine, why, and what to run instead (exit status 0)."""
+    if report.no_torch:
         click.echo(
-            "not synced: this machine is not one of the lock's environments "
-            "(`kernlock sync --all-environments` fills a cache for all of them)"
+            f"not synced: {report.why}; run `kernlock sync` where training runs, or `kernlock sync "
+            "--all-environments` here to fill a shared cache for every locked environment"
         )
     else:
-        print_sync(report)
+        click.echo(f"not synced: {report.why} (`kernlock sync --all-environments` fills a cache for all of them)")
 
 
 def print_import(result: ImportResult) -> None:

@@ -73,7 +73,8 @@ def print_record_changes(result: RecordResult, *, dry_run: bool, no_lock: bool) 
         click.echo("kernels.lock not re-locked (--no-lock): run `kernlock lock`")
         return
     cli_output.print_lock(result.locked.lock)
-    cli_output.print_sync_after_add(result.synced)
+    if result.synced is not None:
+        cli_output.print_sync_after_add(result.synced)
 
 
 def print_check(report: CheckReport) -> None:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.commands.install import this_environment
+from kernlock.commands.install import NO_TORCH, NotSynced, this_environment
 from kernlock.commands.lock import read_lock
-from kernlock.errors import KernlockError
+from kernlock.errors import KernlockError, NoEnvironmentError
 from kernlock.project import inputs as projects
 from kernlock.util import interrupt
 
@@ -66,10 +66,11 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
 
 def sync_from(
     root: Path | None, path: Path, all_environments: bool = False, progress: bool = True
-) -> syncing.SyncReport:
+) -> syncing.SyncReport | NotSynced:
     """Install this environment's locked files (``all_environments``: every locked one) from a bundle made for
     this very kernels.lock, with no network: every file is checked before anything is installed, and again
-    before it becomes visible. An interrupted run resumes."""
+    before it becomes visible. An interrupted run resumes. A machine without torch installs nothing unless
+    ``all_environments`` (:class:`NotSynced`)."""
     import hashlib
 
     from kernlock.airgap import bundle as bundles
@@ -86,7 +87,10 @@ def sync_from(
             f"{mine[:12]}); nothing was installed. Run `kernlock bundle` with this project's lock on the connected "
             "machine, or sync the project the bundle was made for."
         )
-    environments = list(lock.environments) if all_environments else [this_environment(lock)]
+    try:
+        environments = list(lock.environments) if all_environments else [this_environment(lock)]
+    except NoEnvironmentError:
+        return NotSynced(why=NO_TORCH, no_torch=True)
     source.check(syncing.targets(lock, environments))
     interrupt.reset()
     from dataclasses import replace

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernlock.commands.lock import LockResult, lock_project, read_lock, stale_reason, target_environments
 from kernlock.environments.environment import detect
-from kernlock.errors import DamagedLockError, KernlockError, LockError, UnreachableError
+from kernlock.errors import DamagedLockError, KernlockError, LockError, NoEnvironmentError, UnreachableError
 from kernlock.lock import index as lockindex
 from kernlock.lock.model import Lock, Signature
 from kernlock.project import inputs as projects
@@ -21,7 +21,19 @@ if TYPE_CHECKING:
     from kernlock.sync import engine as syncing
     from kernlock.sync.verify import VerifyResult
 
-__all__ = ["ShowResult", "show", "sync", "sync_after_add", "this_environment", "verify"]
+__all__ = ["NotSynced", "ShowResult", "show", "sync", "sync_after_add", "this_environment", "verify"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotSynced:
+    """What `sync` (and `add`'s sync) did on a machine that loads none of the lock's builds: nothing, and why."""
+
+    why: str  # "this machine loads no kernels (torch is not installed)", or the lock does not cover it
+    no_torch: bool  # this machine has no environment of its own: it locks for others and can fill a cache for them
+    relocked: str | None = None  # why kernels.lock was re-written first (plain `sync`)
+
+
+NO_TORCH = "this machine loads no kernels (torch is not installed)"
 
 
 def this_environment(lock: Lock) -> str:
@@ -71,11 +83,13 @@ def sync(
     offline: bool = False,
     hub: Hub | None = None,
     progress: bool = True,
-) -> syncing.SyncReport:
+) -> syncing.SyncReport | NotSynced:
     """Download and verify the locked files this environment needs (``all_environments``: every locked one).
 
     Default: re-lock first when kernels.lock is stale; ``locked``: fail instead; ``frozen``: use it as is.
     ``offline``: no request; verify what is in the cache and fail naming anything missing or corrupt.
+    On a machine without torch (no environment of its own) the lock is checked as above and nothing is fetched:
+    :class:`NotSynced` says so (``all_environments`` still fills the cache for every locked environment).
     """
     from kernlock.sync import engine as syncing
 
@@ -87,7 +101,10 @@ def sync(
     trusted_root = project.signatures.trusted_root_path(project.root)
     try:
         result = _lock_for_sync(project, locked, frozen, offline, hub)
-        environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
+        try:
+            environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
+        except NoEnvironmentError:  # a machine that only locks: the lock was checked (or re-locked), nothing to fetch
+            return NotSynced(why=NO_TORCH, no_torch=True, relocked=result.reason if result.written else None)
         report = syncing.sync(
             result.lock, environments, hub=hub, offline=offline, progress=progress, trusted_root=trusted_root
         )
@@ -99,16 +116,19 @@ def sync(
     return replace(report, relocked=result.reason if result.written else None)
 
 
-def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None) -> syncing.SyncReport | None:
+def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None) -> syncing.SyncReport | NotSynced:
     """Sync this machine with the lock `add` just wrote (in the project at ``root``, None: the enclosing one);
-    None when the lock does not cover this machine."""
+    :class:`NotSynced` when this machine loads none of its builds (no torch, or an environment the lock lacks)."""
     from kernlock.sync import engine as syncing
 
     project = projects.load(projects.locate(root))
     trusted_root = project.signatures.trusted_root_path(project.root)
-    environment = str(detect())
+    try:
+        environment = str(detect())
+    except NoEnvironmentError:
+        return NotSynced(why=NO_TORCH, no_torch=True)
     if environment not in lock.environments:
-        return None
+        return NotSynced(why="this machine is not one of the lock's environments", no_torch=False)
     return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline(), trusted_root=trusted_root)
 
 
@@ -157,6 +177,9 @@ def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None
 class ShowResult:
     rows: list[dict[str, Any]]  # one per lock entry
     stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
+    #: Why rows have no variant here (None when every row has one): no torch, an environment the lock does not
+    #: cover, or entries locked for other environments only.
+    no_variant: str | None = None
 
 
 def show(root: Path | None = None) -> ShowResult:
@@ -171,10 +194,18 @@ def show(root: Path | None = None) -> ShowResult:
         stale = stale_reason(project, lock, target_environments(project))
     except KernlockError as err:
         stale = str(err)
+    no_variant = None
     try:
         env: str | None = str(detect())
-    except KernlockError:
-        env = None
+    except NoEnvironmentError:
+        env, no_variant = None, f"{NO_TORCH}; it locks for {', '.join(lock.environments) or 'no environment'}"
+    except KernlockError as err:
+        env, no_variant = None, str(err)
+    if env is not None and env not in lock.environments:
+        no_variant = (
+            f"this machine ({env}) is not an environment of kernels.lock; add it to `environments` in [tool.kernlock] "
+            "and run `kernlock lock`"
+        )
     rows = []
     for kernel in lock.kernels:
         variant = kernel.variant_for(env) if env else None
@@ -194,4 +225,7 @@ def show(root: Path | None = None) -> ShowResult:
                 "signature": _signature(variant.signature) if variant else None,
             }
         )
-    return ShowResult(rows=rows, stale=stale)
+    elsewhere = sorted({str(row["repo"]) for row in rows if row["variant"] is None})
+    if no_variant is None and elsewhere:
+        no_variant = f"{', '.join(elsewhere)}: an entry locked for other environments than this machine's ({env})"
+    return ShowResult(rows=rows, stale=stale, no_variant=no_variant if rows else None)

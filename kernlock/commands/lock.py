@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernlock.environments.environment import Environment, detect
-from kernlock.errors import DamagedLockError, DuplicateSpecError, ForeignLockError, LockError, ProjectError
+from kernlock.errors import (
+    DamagedLockError,
+    DuplicateSpecError,
+    ForeignLockError,
+    LockError,
+    NoEnvironmentError,
+    ProjectError,
+)
 from kernlock.lock import file as lockfile
 from kernlock.lock import foreign
 from kernlock.lock.model import LOCK_VERSION, Lock
@@ -47,8 +54,18 @@ def hub_client(hub: Hub | None) -> Hub:
 
 
 def target_environments(project: Project) -> list[Environment]:
-    """The environments declared in [tool.kernlock], else this machine."""
-    return list(project.environments) if project.environments else [detect()]
+    """The environments declared in [tool.kernlock], else this machine (a machine without torch has none: it locks
+    only for declared environments)."""
+    if project.environments:
+        return list(project.environments)
+    try:
+        return [detect()]
+    except NoEnvironmentError as err:
+        raise NoEnvironmentError(
+            "torch is not installed, so this machine has no environment of its own to lock for: declare where "
+            'training runs in pyproject.toml, e.g. `environments = ["torch213-cxx11-cpu-x86_64-linux"]` under '
+            "[tool.kernlock] (`kernlock env` prints a machine's string), or install torch."
+        ) from err
 
 
 def stale_reason(project: Project, lock: Lock, environments: list[Environment]) -> str | None:

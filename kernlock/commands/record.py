@@ -17,6 +17,7 @@ from kernlock.project import inputs as projects
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from kernlock.commands.install import NotSynced
     from kernlock.commands.lock import AddResult
     from kernlock.runtime.records import Gathered
     from kernlock.sync.engine import SyncReport
@@ -45,7 +46,7 @@ class RecordResult:
     pyproject_before: str
     pyproject_after: str
     locked: AddResult | None = None
-    synced: SyncReport | None = None
+    synced: SyncReport | NotSynced | None = None
 
 
 def prepare(root: Path | None) -> Prepared:

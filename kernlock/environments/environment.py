@@ -20,7 +20,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from kernlock.environments import facts as optional
-from kernlock.errors import EnvironmentStringError, KernlockError
+from kernlock.errors import EnvironmentStringError, NoEnvironmentError
 from kernlock.variants import grammar as variants
 from kernlock.variants import rule as variant_rule
 from kernlock.variants import types as variant_types
@@ -262,7 +262,7 @@ def _detect_with_torch() -> str:
     try:
         import torch
     except ImportError as err:
-        raise KernlockError(
+        raise NoEnvironmentError(
             "cannot detect this environment: torch is not installed. Install torch, or declare "
             "`environments = [...]` in [tool.kernlock]."
         ) from err
