@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
+    from kernlock.commands.adopt import Adopted, add_from
     from kernlock.commands.airgap import BundleResult, bundle, mirror_app, serve, sync_from
     from kernlock.commands.install import NotSynced, ShowResult, show, sync, sync_after_add, verify
     from kernlock.commands.interop import export, import_kernels
@@ -28,6 +29,8 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
     from kernlock.project.inputs import Upgrade
 
 _HOMES = {
+    "Adopted": "commands.adopt",
+    "add_from": "commands.adopt",
     "AddResult": "commands.lock",
     "LockResult": "commands.lock",
     "add": "commands.lock",
@@ -56,12 +59,14 @@ _HOMES = {
 
 __all__ = [
     "AddResult",
+    "Adopted",
     "BundleResult",
     "LockResult",
     "NotSynced",
     "ShowResult",
     "Upgrade",
     "add",
+    "add_from",
     "bundle",
     "env_report",
     "export",

@@ -67,22 +67,37 @@ main.add_command(check)
 
 
 @main.command()
-@click.argument("specs", nargs=-1, required=True, metavar="SPEC...")
+@click.argument("specs", nargs=-1, metavar="SPEC...")
 @click.option("--trust", is_flag=True, help="Accept a publisher the Hub does not mark as trusted (recorded).")
 @click.option("--no-sync", is_flag=True, help="Only record and lock; do not download.")
+@click.option(
+    "--from",
+    "from_model",
+    metavar="PATH_OR_REPO",
+    help="Pin the kernel builds a model was computed with: the kernels.lock of a model folder or Hub model repo.",
+)
 @project_option
 @handle_errors
-def add(specs: tuple[str, ...], trust: bool, no_sync: bool, project_dir: Path | None) -> None:
+def add(specs: tuple[str, ...], trust: bool, no_sync: bool, from_model: str | None, project_dir: Path | None) -> None:
     """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
     from kernlock import api
     from kernlock.cli import output as cli_output
 
+    if bool(specs) == bool(from_model):
+        raise click.UsageError("give kernels (SPEC...) or --from PATH_OR_REPO, one of the two.")
     cli_output.warn_gate()
-    try:
-        result = api.add(project_dir, list(specs), trust=trust)
-    except DuplicateSpecError as err:
-        raise click.UsageError(str(err)) from err
-    cli_output.print_added(result)
+    if from_model:
+        from kernlock.cli.output_adopt import print_adopted
+
+        adopted = api.add_from(project_dir, from_model, trust=trust)
+        print_adopted(adopted)
+        result = adopted.added
+    else:
+        try:
+            result = api.add(project_dir, list(specs), trust=trust)
+        except DuplicateSpecError as err:
+            raise click.UsageError(str(err)) from err
+        cli_output.print_added(result)
     if not no_sync:
         cli_output.print_sync_after_add(api.sync_after_add(result.lock.lock, root=project_dir))
 

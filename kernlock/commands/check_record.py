@@ -9,24 +9,14 @@ bytes. A file that does not read as such tables is refused with its name, never 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-from kernlock.errors import ProjectError
-from kernlock.util.atomic import write_text_atomic
+from kernlock.lock import checkfile
+from kernlock.lock.checkfile import FILE_NAME, read
 
 __all__ = ["FILE_NAME", "CheckReport", "CheckRow", "read", "write"]
-
-FILE_NAME = "kernels.check.toml"
-_HEADER = "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
-_KEY = ("repo", "commit", "variant", "environment", "device")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,40 +68,12 @@ class CheckReport:
         }
 
 
-def read(path: Path) -> list[dict[str, Any]]:
-    """The entries of ``path`` (none when it does not exist); a file of another shape is an error."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise ProjectError(
-            f"{path}: cannot read it ({err}); delete it and run `kernlock check --record` again."
-        ) from err
-    entries = data.get("check", [])
-    if set(data) - {"check"} or not isinstance(entries, list) or not all(_valid(e) for e in entries):
-        raise ProjectError(
-            f"{path} is not a `kernlock check --record` file; delete it and run `kernlock check --record` again."
-        )
-    return entries
-
-
-def _valid(entry: object) -> bool:
-    return (
-        isinstance(entry, dict)
-        and all(isinstance(entry.get(k), str) for k in (*_KEY, "result"))
-        and isinstance(entry.get("cases", []), list)
-    )
-
-
 def write(folder: Path, report: CheckReport) -> Path:
     """Merge ``report`` into ``folder/kernels.check.toml`` (atomically); returns its path."""
-    import tomlkit
-
     from kernlock._version import __version__
 
     path = folder / FILE_NAME
-    entries = {tuple(e[k] for k in _KEY): e for e in read(path)}
+    entries = {checkfile.key_of(e): e for e in read(path)}
     by_build: dict[tuple[str, str, str], list[Any]] = {}
     for row in report.rows:
         by_build.setdefault((row.kernel, row.commit, row.variant), []).append(row)
@@ -136,24 +98,5 @@ def write(folder: Path, report: CheckReport) -> Path:
             "kernlock": __version__,
             "cases": cases,
         }
-        entries[tuple(entry[k] for k in _KEY)] = entry
-    document = tomlkit.document()
-    document.add(tomlkit.comment(_HEADER.removeprefix("# ")))
-    tables = tomlkit.aot()
-    for key in sorted(entries):
-        table = tomlkit.table()
-        for name, item in entries[key].items():
-            if name == "cases":
-                array = tomlkit.array()
-                array.multiline(True)
-                for case in item:
-                    inline = tomlkit.inline_table()
-                    inline.update(case)
-                    array.append(inline)
-                table[name] = array
-            else:
-                table[name] = item
-        tables.append(table)
-    document["check"] = tables
-    write_text_atomic(path, tomlkit.dumps(document))
-    return path
+        entries[checkfile.key_of(entry)] = entry
+    return checkfile.write(path, list(entries.values()))

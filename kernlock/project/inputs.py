@@ -50,7 +50,7 @@ __all__ = [
 PYPROJECT = "pyproject.toml"
 _VCS = (".git", ".hg", ".svn")
 #: The keys of [tool.kernlock], in the order its unknown-key message lists them.
-_TABLE_KEYS = ("environments", "kernels", "signatures")
+_TABLE_KEYS = ("environments", "kernels", "signatures", "provenance")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +141,9 @@ class Project:
     foreign_dependencies: dict[str, str] = field(default_factory=dict)
     #: ``[tool.kernlock.signatures]`` (the defaults when the table is absent).
     signatures: SignaturePolicy = field(default_factory=SignaturePolicy)
+    #: ``provenance``: whether activated processes write kernels.lock into saved model folders and compare the
+    #: one a loaded model carries (docs/provenance.md); not part of ``requires_hash`` (it moves no pin).
+    provenance: bool = True
 
     @property
     def pyproject(self) -> Path:
@@ -202,6 +205,9 @@ def load(root: Path | str) -> Project:
     if unknown:
         raise ProjectError(f"{pyproject}: {unknown_keys(unknown, _TABLE_KEYS, '[tool.kernlock]')}.")
     signatures = sigpolicy.parse(table.get("signatures"), pyproject)
+    provenance = table.get("provenance", True)
+    if not isinstance(provenance, bool):
+        raise ProjectError(f"{pyproject}: [tool.kernlock] provenance must be true or false, not {_kind(provenance)}.")
     environments = _parse_environments(table.get("environments"), pyproject)
     kernels = table.get("kernels", {})
     if not isinstance(kernels, dict):
@@ -222,6 +228,7 @@ def load(root: Path | str) -> Project:
         environments=environments,
         foreign_dependencies=foreign_dependencies,
         signatures=signatures,
+        provenance=provenance,
     )
 
 

@@ -182,6 +182,12 @@ def _install_transformers(module: ModuleType) -> None:
     hooks_transformers.install(module)
 
 
+def _install_trainer(module: ModuleType) -> None:
+    from kernlock.runtime import provenance_hooks
+
+    provenance_hooks.install_trainer(module)
+
+
 # -- carried into spawned children ----------------------------------------------------------------------------
 # A ``spawn`` or ``forkserver`` child (and so ``torch.multiprocessing.spawn``) is a new interpreter that imports the
 # parent's main module as ``__mp_main__``: what the parent did under ``if __name__ == "__main__":``, such as
@@ -241,6 +247,7 @@ def _install_carry(module: ModuleType) -> None:
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "kernels": _install_kernels,
     "transformers.modeling_utils": _install_transformers,
+    "transformers.trainer": _install_trainer,  # checkpoints carry their kernels.lock; a resume compares it
     "multiprocessing.spawn": _install_carry,  # spawn and forkserver children carry the activation
 }
 

@@ -37,6 +37,7 @@ __all__ = [
     "Located",
     "active",
     "check_preloaded",
+    "current_lock",
     "locate",
     "locked_builds",
     "locked_entry",
@@ -143,6 +144,12 @@ def _warn_local_overrides(state: _State) -> None:
             "kernlock: LOCAL_KERNELS overrides kernels.lock for %s: loaded from local folders, unverified.",
             ", ".join(overridden),
         )
+
+
+def current_lock() -> tuple[LockView, str]:
+    """This activation's view of the lock (this environment's entries) and this environment's string."""
+    state = _current()
+    return state.lock, state.environment
 
 
 def _strict() -> bool:

@@ -29,7 +29,11 @@ _MARK = "__kernlock_hook__"
 
 def install(modeling_utils: ModuleType) -> None:
     """Wrap the attention check (once). A transformers without it still loads the locked builds (every Hub load goes
-    through the kernels hooks); only kernlock's error messages may then reach the user rewrapped: say so once."""
+    through the kernels hooks); only kernlock's error messages may then reach the user rewrapped: say so once.
+    Also hook the model folders' save and load (:mod:`kernlock.runtime.provenance_hooks`)."""
+    from kernlock.runtime import provenance_hooks
+
+    provenance_hooks.install_models(modeling_utils)
     model = getattr(modeling_utils, "PreTrainedModel", None)
     method = getattr(model, _METHOD, None)
     if method is None:

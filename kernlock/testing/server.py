@@ -43,6 +43,7 @@ from kernlock.hub.wire import page as _page
 from kernlock.hub.wire import ranged as _ranged
 from kernlock.hub.wire import split_revision as _split_revision
 from kernlock.hub.wire import status_line as _status_line
+from kernlock.testing import uploads
 from kernlock.testing.concurrency import Concurrency, gated
 
 __all__ = [
@@ -625,6 +626,10 @@ class HubApp:
         if len(segs) == 3 and segs[0] == "organizations" and segs[2] == "overview":
             self._require(call, "GET")
             return self._overview(unquote(segs[1]))
+        if segs == ["repos", "create"]:  # uploads: kernlock.testing.uploads
+            return uploads.create_repo(call, self.store.root, self.store.env)
+        if segs == ["validate-yaml"]:
+            return uploads.validate_yaml(call)
         if len(segs) >= 3 and segs[0] in _REPO_TYPES:
             return self._repo_api(call, self._repo(segs[0], segs[1], segs[2]), segs[3:])
         if len(segs) == 1 and segs[0] in _REPO_TYPES:
@@ -669,7 +674,20 @@ class HubApp:
         if rest[0] == "paths-info" and len(rest) > 1:
             self._require(call, "POST")
             return self._paths_info(call, repo, _join(rest[1:]))
+        if rest[0] in ("preupload", "commit") and len(rest) > 1:
+            return self._upload(call, repo, rest[0], _join(rest[1:]))
         return _error(404, f"Not found: {call.raw_path}")
+
+    def _upload(self, call: _Call, repo: _GitRepo, what: str, rev: str) -> _Response:
+        """``preupload`` and ``commit`` of a branch (kernlock.testing.uploads)."""
+        sha = self._commit_for(repo, rev)
+        if what == "preupload":
+            return uploads.preupload(call, repo.path, sha, self.store.env)
+        if f"refs/heads/{rev}" not in repo.refs().refs:
+            return _error(400, f"Commits go to a branch, not {rev}")
+        prefix = "" if repo.path.parent.parent.name == "models" else "kernels/"
+        page = f"{call.base_url}/{prefix}{repo.repo_id}/commit/"
+        return uploads.commit(call, repo.path, rev, sha, self.store.env, lambda commit: page + commit)
 
     @staticmethod
     def _commit_for(repo: _GitRepo, rev: str) -> str:
