@@ -421,8 +421,8 @@ def test_add_on_a_machine_outside_the_environments_locks_and_skips_sync(
     assert "not synced: this machine is not one of the lock's environments" in result.output
     assert read(project).environments == (CU129_212,)
     # Nothing is synced: the lock read only the small git files a signature covers (docs/security.md), no build
-    read = [r.path for r in hub.log.snapshot() if "/resolve/" in r.path]
-    assert read and all(path.endswith((".py", ".json", ".sigstore")) for path in read), read
+    fetched = [r.path for r in hub.log.snapshot() if "/resolve/" in r.path]
+    assert fetched and all(path.endswith((".py", ".json", ".sigstore")) for path in fetched), fetched
 
 
 def test_a_direct_requirement_that_is_also_a_dependency_stays_direct(
