@@ -100,7 +100,8 @@ def verify(
     for (entry, variant), inspection in zip(pairs, inspections, strict=True):
         if not inspection.present:
             if (entry.repo, entry.commit, variant.name) in required:
-                why = refusals.refusal(entry, variant, root) or "run `kernlock sync`"  # sync refused it, or never ran
+                reason = refusals.refusal(entry, variant, root)  # sync refused it, or never ran
+                why = f"refused: {reason}" if reason else "run `kernlock sync`"
                 problems.append(_problem(entry, variant, None, FileState.NOT_SYNCED, why))
             continue
         checked.append(f"{entry.repo} {variant.name}")
