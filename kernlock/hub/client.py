@@ -46,6 +46,7 @@ from kernlock.util.hfenv import cache_root, private
 __all__ = ["Hub", "Refs"]
 
 REPO_TYPE = "kernel"
+THREADED_HASH = 8 << 20  # a file at least this big is hashed on a thread of its own while it downloads
 _HEX = re.compile(r"[0-9a-f]{4,40}")
 
 
@@ -277,7 +278,7 @@ class Hub:
         label = f"{repo.split('/')[-1]}/{path.rsplit('/', 1)[-1]}"
         hashing = None
         if algorithm is not None and (size is not None or algorithm == "sha256"):
-            hashing = StreamHash(algorithm, size or 0)
+            hashing = StreamHash(algorithm, size or 0, threaded=size is None or size >= THREADED_HASH)
         try:
             transfer = Transfer(
                 session=self.session,
@@ -293,6 +294,9 @@ class Hub:
         except IntegrityError:
             dest.unlink(missing_ok=True)  # a file of the wrong size never stays, even as a partial download
             raise
+        finally:
+            if hashing is not None:
+                hashing.close()  # its thread hashed what it was given (value() below reads it)
         return None if hashing is None else hashing.value()
 
     # -- the disk cache of immutable answers --

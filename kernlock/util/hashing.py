@@ -5,6 +5,8 @@ downloaded, copied from a bundle, or read back from the cache gives the same val
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 from typing import Any
 
 __all__ = ["StreamHash", "hasher"]
@@ -23,15 +25,23 @@ def hasher(algorithm: str, size: int) -> Any:
 
 class StreamHash:
     """The hash of a file as it is written, so that no second pass reads it back: fed the bytes a resumed file
-    already holds (:meth:`restart`), then every chunk written (:meth:`update`)."""
+    already holds (:meth:`restart`), then every chunk written (:meth:`update`).
 
-    def __init__(self, algorithm: str, size: int) -> None:
+    A large file (``threaded``) is hashed on a thread of its own while the next bytes arrive: hashlib releases the
+    GIL, so receiving and hashing overlap instead of taking turns (a bounded queue keeps at most ~16 chunks in
+    memory). :meth:`value` waits for it; :meth:`close` ends it early (a failed download)."""
+
+    def __init__(self, algorithm: str, size: int, *, threaded: bool = False) -> None:
         self.algorithm = algorithm
         self.size = size
+        self.threaded = threaded
         self._hash = hasher(algorithm, size)
+        self._queue: queue.Queue[bytes | None] | None = None
+        self._thread: threading.Thread | None = None
 
     def restart(self, path: str | bytes | Any, have: int) -> None:
         """Start again from the first ``have`` bytes of the file at ``path`` (0: an empty file)."""
+        self.close()
         self._hash = hasher(self.algorithm, self.size)
         if have:
             with open(path, "rb") as handle:
@@ -42,8 +52,28 @@ class StreamHash:
 
     def update(self, data: bytes) -> None:
         """Feed the next bytes written."""
-        self._hash.update(data)
+        if not self.threaded:
+            self._hash.update(data)
+            return
+        if self._queue is None:
+            self._queue = queue.Queue(maxsize=16)
+            self._thread = threading.Thread(target=self._consume, args=(self._queue, self._hash), daemon=True)
+            self._thread.start()
+        self._queue.put(data)
 
     def value(self) -> str:
         """``algorithm:hex`` of everything fed."""
+        self.close()
         return f"{self.algorithm}:{self._hash.hexdigest()}"
+
+    def close(self) -> None:
+        """Wait for the hashing thread (if any) to hash what it was given, and end it."""
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+        self._queue = self._thread = None
+
+    @staticmethod
+    def _consume(chunks: queue.Queue[bytes | None], digest: Any) -> None:
+        while (chunk := chunks.get()) is not None:
+            digest.update(chunk)
