@@ -16,7 +16,7 @@ import pytest
 from helpers import CPU_ENV, clean_env, own_repo, run_cli, write_pyproject
 
 from kernlock.lock import file as lockfile
-from kernlock.testing import Catalog, HubServer
+from kernlock.testing import Catalog, HubServer, move_branch
 
 ROOT = Path(__file__).resolve().parent.parent
 CU128 = "torch211-cxx11-cu128-x86_64-linux"
@@ -326,6 +326,23 @@ def test_an_environment_added_on_the_same_commit_is_named(
     short = catalog.repo(catalog.activation).head("v1")[:8]
     assert f"Updated {catalog.activation} v1 {short}: + {CU128}\n" in done.stdout
     assert f"{short} -> {short}" not in done.stdout
+
+
+def test_lock_says_what_it_did_not_download(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
+    """`add` syncs, `lock` does not: after a lock that moved a pin, `lock` says the new commit is not synced here
+    (an offline run would fail on it); `lock --sync` syncs, as `add` does."""
+    repo = own_repo(catalog, {"v1": [CPU_ENV]})
+    assert run_cli("add", f"{repo}@v1", env=user_env, cwd=project).returncode == 0
+    head = move_branch(catalog.root, repo, "v1")
+    upgraded = run_cli("lock", "--upgrade", env=user_env, cwd=project)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"not synced here yet ({CPU_ENV}): {repo} v1 {head[:8]}; run `kernlock sync`" in upgraded.stdout
+    synced = run_cli("lock", "--sync", env=user_env, cwd=project)
+    assert synced.returncode == 0, synced.stderr
+    assert "kernels.lock is up to date" in synced.stdout and f"downloaded {repo}" in synced.stdout
+    assert "not synced here" not in synced.stdout
+    offline = run_cli("verify", env=user_env, cwd=project)
+    assert offline.returncode == 0, offline.stderr
 
 
 def _variant_lines(stdout: str) -> list[str]:

@@ -62,6 +62,8 @@ def test_an_unlocked_kernel_under_kernlock_run_is_one_line(tiny: LockedProject, 
     ("argv", "env"),
     [
         (["run"], {"KERNLOCK_DEBUG": "1"}),
+        (["-v", "run"], {}),
+        (["run", "-v"], {}),
     ],
 )
 def test_the_traceback_comes_back_with_kernlock_debug_or_v(
