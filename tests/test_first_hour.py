@@ -324,8 +324,27 @@ def test_an_environment_added_on_the_same_commit_is_named(
     done = run_cli("lock", env=user_env, cwd=project)
     assert done.returncode == 0, done.stderr
     short = catalog.repo(catalog.activation).head("v1")[:8]
-    assert f"Updated {catalog.activation} v1 {short}: + {CU128}\n" in done.stdout
+    assert f"Updated {catalog.activation} v1 {short}: now also locked for {CU128}\n" in done.stdout
     assert f"{short} -> {short}" not in done.stdout
+
+
+def test_a_when_pin_is_said_in_words(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
+    """Pinning v2 for CUDA 12.8 moves that environment off the v3 entry: one line says so, with what locks it now."""
+    write_pyproject(project, f'"{catalog.flash_attn2}" = "v3"\n', environments=[CPU_ENV, CU128])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    pinned = f'"{catalog.flash_attn2}" = [\n  {{ rev = "v2", when = "cuda == 12.8" }},\n  {{ rev = "v3" }},\n]\n'
+    write_pyproject(project, pinned, environments=[CPU_ENV, CU128])
+    done = run_cli("lock", env=user_env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    v3 = catalog.repo(catalog.flash_attn2).head("v3")[:8]
+    v2 = catalog.repo(catalog.flash_attn2).head("v2")[:8]
+    assert f"Updated {catalog.flash_attn2} v3 {v3}: no longer locked for {CU128} (now v2)\n" in done.stdout
+    assert f"Added {catalog.flash_attn2} v2 {v2}\n" in done.stdout
+    assert f"- {CU128}" not in done.stdout and f"{CU128}: {CU128}" not in done.stdout, done.stdout
+    write_pyproject(project, f'"{catalog.flash_attn2}" = "v3"\n', environments=[CPU_ENV, CU128])
+    back = run_cli("lock", env=user_env, cwd=project)
+    assert f"Updated {catalog.flash_attn2} v3 {v3}: now also locked for {CU128} (was v2)\n" in back.stdout
+    assert f"Removed {catalog.flash_attn2} v2 {v2}\n" in back.stdout
 
 
 def test_lock_says_what_it_did_not_download(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
