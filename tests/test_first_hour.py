@@ -347,6 +347,25 @@ def test_a_when_pin_is_said_in_words(catalog: Catalog, hub: HubServer, user_env:
     assert f"Removed {catalog.flash_attn2} v2 {v2}\n" in back.stdout
 
 
+def test_add_names_every_kernel_without_a_build_each_with_its_fix(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """Two kernels whose newest version has no CUDA 12.8 build (an older one has): one run names both, each with the
+    `when` pin that locks it, and writes nothing."""
+    repos = [own_repo(catalog, {"v1": [CU128], "v2": [CPU_ENV]}) for _ in range(2)]
+    write_pyproject(project, "", environments=[CPU_ENV, CU128])
+    before = (project / "pyproject.toml").read_text()
+    failed = run_cli("add", "--no-sync", *repos, env=user_env, cwd=project)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert failed.stderr.startswith("error: 2 kernels cannot be locked"), failed.stderr
+    for repo in repos:
+        assert f"no version of {repo} has a build for every environment" in failed.stderr
+        assert f'"{repo}" = [' in failed.stderr
+    assert failed.stderr.count('{ rev = "v1", when = "cuda == 12.8" },') == 2, failed.stderr
+    assert "or move every environment" not in failed.stderr  # no version builds everywhere: none is offered
+    assert (project / "pyproject.toml").read_text() == before and not (project / "kernels.lock").exists()
+
+
 def test_lock_says_what_it_did_not_download(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
     """`add` syncs, `lock` does not: after a lock that moved a pin, `lock` says the new commit is not synced here
     (an offline run would fail on it); `lock --sync` syncs, as `add` does."""
