@@ -125,6 +125,34 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     assert code == 0
 
 
+def test_the_sample_hub_is_quiet_when_clients_go_away_and_stops_at_once_on_sigterm(
+    catalog: Catalog, served: list[_Served]
+):
+    """A client that goes away (Ctrl-C in `kernlock sync`: the connection is reset) is no error of the server:
+    nothing is printed, however many do. SIGTERM stops it at once, a request still being answered or not."""
+    import socket
+    import struct
+    import time
+
+    server = _Served(["serve", str(catalog.root), "--latency", "0.2"])
+    served.append(server)
+    host, port = server.url.removeprefix("http://").split(":")
+    request = b"GET /api/kernels/kernels-community/activation HTTP/1.1\r\nHost: hub\r\n\r\n"
+    for _ in range(5):
+        client = socket.create_connection((host, int(port)))
+        client.sendall(request)
+        client.recv(64)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, as a killed client
+        client.close()
+    waiting = socket.create_connection((host, int(port)))
+    waiting.sendall(request)  # answered after the latency: the server stops in the middle of it
+    started = time.monotonic()
+    code, stderr = server.stop()
+    assert code == 0 and time.monotonic() - started < 5
+    assert stderr == "", stderr
+    waiting.close()
+
+
 # -- 2. the README's Quick start, as written ---------------------------------------------------------------
 
 
