@@ -48,6 +48,16 @@ print(f"  flash_attn calls: {sum(kernel.CALL_COUNTS.values())}")
 """
 
 
+INTRO = f"""\
+kernlock demo: Hub kernels load from version branches that move; a run locked with kernlock does not.
+
+  1. lock {FLASH_ATTN2} and a layer-norm kernel for this machine and a CUDA cluster
+  2. train a tiny Llama offline through the locked attention build: no request to the Hub
+  3. someone re-uploads {FLASH_ATTN2} on the Hub: the branch moves, the locked run keeps its build
+  4. upgrade on purpose: `kernlock lock --upgrade`, `kernlock sync`, and the new build loads
+"""
+
+
 class Demo:
     """Runs each step as a user would, printing the command and what it printed."""
 
@@ -100,10 +110,10 @@ def main() -> None:
         work = Path(tmp)
         catalog = build_catalog(work / "hub")
         with HubServer(catalog.root) as server:
-            print(f"local Hub at {server.url} serving {', '.join(catalog.repo_ids)}")
+            print(INTRO)
+            print(f"(a local Hub at {server.url} stands in for huggingface.co: {len(catalog.repo_ids)} kernel repos)")
             demo = Demo(work, server)
             demo.project.mkdir()
-            demo.run("kernlock", "env")
             this_env = json.loads(demo.run("kernlock", "env", "--json", quiet=True))["environment"]
             (demo.project / "pyproject.toml").write_text(
                 '[project]\nname = "tiny-train"\nversion = "0.1.0"\n\n'
@@ -113,7 +123,8 @@ def main() -> None:
             (demo.project / "train.py").write_text(TRAIN_PY)
 
             demo.step(
-                "Add kernels: the newest version with a build for BOTH environments is recorded\n"
+                f"Add kernels for this machine ({this_env}) and the cluster ({CUDA_ENV}):\n"
+                "   the newest version with a build for BOTH is recorded\n"
                 "   (flash-attn2: v5 has no CPU build, v4 no torch 2.11 build; transformers alone would load v4)"
             )
             demo.run("kernlock", "add", FLASH_ATTN2, "kernels-community/triton-layer-norm")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
     from kernlock.commands.adopt import Adopted, add_from
     from kernlock.commands.airgap import BundleResult, bundle, mirror_app, serve, sync_from
-    from kernlock.commands.install import NotSynced, ShowResult, show, sync, sync_after_add, verify
+    from kernlock.commands.install import NotSynced, ShowResult, not_synced_here, show, sync, sync_after_add, verify
     from kernlock.commands.interop import export, import_kernels
     from kernlock.commands.lock import (
         AddResult,
@@ -42,6 +42,7 @@ _HOMES = {
     "Upgrade": "project.inputs",
     "NotSynced": "commands.install",
     "ShowResult": "commands.install",
+    "not_synced_here": "commands.install",
     "show": "commands.install",
     "sync": "commands.install",
     "sync_after_add": "commands.install",
@@ -73,6 +74,7 @@ __all__ = [
     "import_kernels",
     "lock",
     "mirror_app",
+    "not_synced_here",
     "outdated",
     "read_lock",
     "remove",

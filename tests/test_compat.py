@@ -62,7 +62,7 @@ def test_env_without_torch_reports_the_rest_and_says_why(tmp_path) -> None:
     code = "import sys; sys.modules['torch'] = None; from kernlock.cli.app import main; main(sys.argv[1:])"
     for args in ([], ["--json"]):
         done = subprocess.run(
-            [sys.executable, "-c", code, "env", *args, "--project", str(tmp_path)],
+            [sys.executable, "-c", code, "env", *(args or ["-v"]), "--project", str(tmp_path)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -15,6 +15,9 @@ def test_demo_runs_a_locked_training_and_an_upgrade() -> None:
     proc = subprocess.run([sys.executable, str(DEMO)], env=clean_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
+    first_screen = "\n".join(out.splitlines()[:20])
+    assert "the branch moves, the locked run keeps its build" in first_screen  # what kernlock does, first
+    assert "Resolver" not in first_screen and "load paths" not in first_screen  # internals: `kernlock env -v`
     assert 'added kernels-community/flash-attn2 = "v3"' in out
     assert "requests to the Hub during training: 0" in out
     assert "the lock wins over the moving branch" in out

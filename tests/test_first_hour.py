@@ -17,7 +17,7 @@ import pytest
 from helpers import CPU_ENV, clean_env, own_repo, run_cli, user_env_for, venv_env, write_pyproject
 
 from kernlock.lock import file as lockfile
-from kernlock.testing import Catalog, HubServer
+from kernlock.testing import Catalog, HubServer, move_branch
 
 ROOT = Path(__file__).resolve().parent.parent
 CU128 = "torch211-cxx11-cu128-x86_64-linux"
@@ -115,6 +115,34 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     assert lockfile.read(project / "kernels.lock").kernels[0].commit == match.group(2)  # the server saw the move
     code, _ = server.stop()
     assert code == 0
+
+
+def test_the_sample_hub_is_quiet_when_clients_go_away_and_stops_at_once_on_sigterm(
+    catalog: Catalog, served: list[_Served]
+):
+    """A client that goes away (Ctrl-C in `kernlock sync`: the connection is reset) is no error of the server:
+    nothing is printed, however many do. SIGTERM stops it at once, a request still being answered or not."""
+    import socket
+    import struct
+    import time
+
+    server = _Served(["serve", str(catalog.root), "--latency", "0.2"])
+    served.append(server)
+    host, port = server.url.removeprefix("http://").split(":")
+    request = b"GET /api/kernels/kernels-community/activation HTTP/1.1\r\nHost: hub\r\n\r\n"
+    for _ in range(5):
+        client = socket.create_connection((host, int(port)))
+        client.sendall(request)
+        client.recv(64)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset, as a killed client
+        client.close()
+    waiting = socket.create_connection((host, int(port)))
+    waiting.sendall(request)  # answered after the latency: the server stops in the middle of it
+    started = time.monotonic()
+    code, stderr = server.stop()
+    assert code == 0 and time.monotonic() - started < 5
+    assert stderr == "", stderr
+    waiting.close()
 
 
 # -- 2. the README's Quick start, pasted line by line into an empty folder (issue 30, item 3) ---------------------
@@ -364,8 +392,63 @@ def test_an_environment_added_on_the_same_commit_is_named(
     done = run_cli("lock", env=user_env, cwd=project)
     assert done.returncode == 0, done.stderr
     short = catalog.repo(catalog.activation).head("v1")[:8]
-    assert f"Updated {catalog.activation} v1 {short}: + {CU128}\n" in done.stdout
+    assert f"Updated {catalog.activation} v1 {short}: now also locked for {CU128}\n" in done.stdout
     assert f"{short} -> {short}" not in done.stdout
+
+
+def test_a_when_pin_is_said_in_words(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
+    """Pinning v2 for CUDA 12.8 moves that environment off the v3 entry: one line says so, with what locks it now."""
+    write_pyproject(project, f'"{catalog.flash_attn2}" = "v3"\n', environments=[CPU_ENV, CU128])
+    assert run_cli("lock", env=user_env, cwd=project).returncode == 0
+    pinned = f'"{catalog.flash_attn2}" = [\n  {{ rev = "v2", when = "cuda == 12.8" }},\n  {{ rev = "v3" }},\n]\n'
+    write_pyproject(project, pinned, environments=[CPU_ENV, CU128])
+    done = run_cli("lock", env=user_env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    v3 = catalog.repo(catalog.flash_attn2).head("v3")[:8]
+    v2 = catalog.repo(catalog.flash_attn2).head("v2")[:8]
+    assert f"Updated {catalog.flash_attn2} v3 {v3}: no longer locked for {CU128} (now v2)\n" in done.stdout
+    assert f"Added {catalog.flash_attn2} v2 {v2}\n" in done.stdout
+    assert f"- {CU128}" not in done.stdout and f"{CU128}: {CU128}" not in done.stdout, done.stdout
+    write_pyproject(project, f'"{catalog.flash_attn2}" = "v3"\n', environments=[CPU_ENV, CU128])
+    back = run_cli("lock", env=user_env, cwd=project)
+    assert f"Updated {catalog.flash_attn2} v3 {v3}: now also locked for {CU128} (was v2)\n" in back.stdout
+    assert f"Removed {catalog.flash_attn2} v2 {v2}\n" in back.stdout
+
+
+def test_add_names_every_kernel_without_a_build_each_with_its_fix(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """Two kernels whose newest version has no CUDA 12.8 build (an older one has): one run names both, each with the
+    `when` pin that locks it, and writes nothing."""
+    repos = [own_repo(catalog, {"v1": [CU128], "v2": [CPU_ENV]}) for _ in range(2)]
+    write_pyproject(project, "", environments=[CPU_ENV, CU128])
+    before = (project / "pyproject.toml").read_text()
+    failed = run_cli("add", "--no-sync", *repos, env=user_env, cwd=project)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert failed.stderr.startswith("error: 2 kernels cannot be locked"), failed.stderr
+    for repo in repos:
+        assert f"no version of {repo} has a build for every environment" in failed.stderr
+        assert f'"{repo}" = [' in failed.stderr
+    assert failed.stderr.count('{ rev = "v1", when = "cuda == 12.8" },') == 2, failed.stderr
+    assert "or move every environment" not in failed.stderr  # no version builds everywhere: none is offered
+    assert (project / "pyproject.toml").read_text() == before and not (project / "kernels.lock").exists()
+
+
+def test_lock_says_what_it_did_not_download(catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path):
+    """`add` syncs, `lock` does not: after a lock that moved a pin, `lock` says the new commit is not synced here
+    (an offline run would fail on it); `lock --sync` syncs, as `add` does."""
+    repo = own_repo(catalog, {"v1": [CPU_ENV]})
+    assert run_cli("add", f"{repo}@v1", env=user_env, cwd=project).returncode == 0
+    head = move_branch(catalog.root, repo, "v1")
+    upgraded = run_cli("lock", "--upgrade", env=user_env, cwd=project)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"not synced here yet ({CPU_ENV}): {repo} v1 {head[:8]}; run `kernlock sync`" in upgraded.stdout
+    synced = run_cli("lock", "--sync", env=user_env, cwd=project)
+    assert synced.returncode == 0, synced.stderr
+    assert "kernels.lock is up to date" in synced.stdout and f"downloaded {repo}" in synced.stdout
+    assert "not synced here" not in synced.stdout
+    offline = run_cli("verify", env=user_env, cwd=project)
+    assert offline.returncode == 0, offline.stderr
 
 
 def _variant_lines(stdout: str) -> list[str]:

@@ -419,10 +419,12 @@ def test_kernlock_env_lists_the_load_paths_of_this_loader(runtime: Runtime):
             assert row["covered"] is False and row["how"] == "not supported by this loader"
         else:
             assert row["covered"] is True, row
-    text = _env(runtime)
+    text = _env(runtime, "-v")
     assert text.returncode == 0, text.stderr
     assert f"loader: kernels {PROBE.kernels} ({GENERATION} generation)" in text.stdout
     assert "covered     get_kernel(version=N)" in text.stdout
+    short = _env(runtime)
+    assert "get_kernel(version=N)" not in short.stdout and "`kernlock env -v`" in short.stdout
     assert CPU_ENV in text.stdout
 
 

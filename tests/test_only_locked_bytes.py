@@ -88,7 +88,7 @@ class Project:
         assert "PWNED" not in child.stdout and not self.pwned.exists(), child.stdout[-2000:]
         lines = [line for line in child.stderr.splitlines() if line.strip()]
         line = lines[-1] if lines else ""
-        assert child.returncode != 0 and line.startswith("kernlock.errors.IntegrityError:"), child.stderr[-3000:]
+        assert child.returncode != 0 and line.startswith("kernlock: error:"), child.stderr[-3000:]
         for name in (*names, "`kernlock sync`"):
             assert name in line, (name, line)
         return line

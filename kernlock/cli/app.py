@@ -7,9 +7,9 @@ import sys
 import click
 
 from kernlock._version import __version__
+from kernlock.cli.common import examples, handle_errors, mark_verbose, project_option, verbose_option
 from kernlock.cli.common import file_option_value as _file
 from kernlock.cli.common import folder_option_value as _folder
-from kernlock.cli.common import handle_errors, project_option
 from kernlock.cli.run import check, run
 from kernlock.errors import DuplicateSpecError
 from kernlock.util.wording import count
@@ -50,15 +50,25 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=examples(
+        ("kernlock add kernels-community/flash-attn2", "lock it everywhere, download it here"),
+        ("kernlock run -- python train.py", "its kernel loads come from kernels.lock"),
+        ("kernlock sync -h", "the help of a command, with examples"),
+        page="cli.md",
+    ),
+)
 @click.option(
     "--version", is_flag=True, expose_value=False, is_eager=True, callback=_version, help="Show the version and exit."
 )
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors (here and in what `run` starts).")
 def main(verbose: bool) -> None:
     """Lock Hugging Face Hub kernels to exact commits and build variants for every environment."""
     from kernlock.util import interrupt
 
+    if verbose:
+        mark_verbose(click.get_current_context())
     interrupt.install_handlers()
 
 
@@ -66,7 +76,15 @@ main.add_command(run)
 main.add_command(check)
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock add kernels-community/flash-attn2", "the newest version that builds everywhere"),
+        ("kernlock add kernels-community/activation@v1", "a branch; also a tag or a commit"),
+        ("kernlock add --no-sync kernels-community/rotary kernels-community/paged-attention", ""),
+        ("kernlock add --from ./checkpoint-500", "the builds a model folder (or Hub model repo) was trained with"),
+        page="locking.md",
+    )
+)
 @click.argument("specs", nargs=-1, metavar="SPEC...")
 @click.option("--trust", is_flag=True, help="Accept a publisher the Hub does not mark as trusted (recorded).")
 @click.option("--no-sync", is_flag=True, help="Only record and lock; do not download.")
@@ -77,9 +95,15 @@ main.add_command(check)
     help="Pin the kernel builds a model was computed with: the kernels.lock of a model folder or Hub model repo.",
 )
 @project_option
+@verbose_option()
 @handle_errors
 def add(specs: tuple[str, ...], trust: bool, no_sync: bool, from_model: str | None, project_dir: Path | None) -> None:
-    """Add kernels (SPEC = org/name[@rev]) to pyproject.toml, re-lock and sync."""
+    """Add kernels to pyproject.toml, lock them and download them.
+
+    SPEC is org/name[@rev]. Without a revision, the newest version branch with a build for every environment of
+    the project is recorded. Nothing is written unless every kernel resolves. With --from, the builds a model
+    folder or Hub model repo was computed with (its kernels.lock) are pinned instead.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
@@ -102,9 +126,16 @@ def add(specs: tuple[str, ...], trust: bool, no_sync: bool, from_model: str | No
         cli_output.print_sync_after_add(api.sync_after_add(result.lock.lock, root=project_dir))
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock remove kernels-community/rotary", ""),
+        ("kernlock remove kernels-community/rotary kernels-community/activation", ""),
+        page="locking.md",
+    )
+)
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
 @project_option
+@verbose_option()
 @handle_errors
 def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
     """Remove kernels from pyproject.toml and re-lock."""
@@ -116,21 +147,43 @@ def remove(names: tuple[str, ...], project_dir: Path | None) -> None:
     cli_output.print_lock(result)
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock lock", "lock what changed in pyproject.toml"),
+        ("kernlock lock --upgrade-kernel kernels-community/flash-attn2 --sync", ""),
+        ("kernlock lock --check", "CI: exit 1 if kernels.lock is stale"),
+        page="locking.md",
+    )
+)
 @click.option("--upgrade", is_flag=True, help="Move every kernel to the newest commit of its revision.")
 @click.option("--upgrade-kernel", "upgrade_kernels", multiple=True, metavar="NAME", help="Move one kernel.")
 @click.option("--check", is_flag=True, help="Exit 1 without writing if kernels.lock is stale.")
 @click.option("--dry-run", is_flag=True, help="Show what would change in kernels.lock without writing it.")
+@click.option("--sync", "then_sync", is_flag=True, help="Then download what changed for this environment (as add).")
 @project_option
+@verbose_option()
 @handle_errors
-def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: bool, project_dir: Path | None) -> None:
-    """Resolve all requirements for all target environments into kernels.lock."""
+def lock(
+    upgrade: bool,
+    upgrade_kernels: tuple[str, ...],
+    check: bool,
+    dry_run: bool,
+    then_sync: bool,
+    project_dir: Path | None,
+) -> None:
+    """Resolve every kernel for every environment into kernels.lock.
+
+    Existing pins are kept unless their requirement changed (--upgrade moves them). lock downloads nothing:
+    `kernlock sync`, or --sync, fetches what changed.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
     from kernlock.project.inputs import Upgrade
 
-    if check and (upgrade or upgrade_kernels or dry_run):
-        raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run.")
+    if check and (upgrade or upgrade_kernels or dry_run or then_sync):
+        raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run / --sync.")
+    if dry_run and then_sync:
+        raise click.UsageError("--dry-run writes nothing to sync: drop --sync.")
     cli_output.warn_gate()
     result = api.lock(
         project_dir, Upgrade(all=upgrade, kernels=frozenset(upgrade_kernels)), check=check, dry_run=dry_run
@@ -139,27 +192,53 @@ def lock(upgrade: bool, upgrade_kernels: tuple[str, ...], check: bool, dry_run: 
         click.echo("kernels.lock is up to date")
         return
     cli_output.print_lock(result, dry_run)
+    if then_sync:
+        cli_output.print_sync_after_add(api.sync_after_add(result.lock, root=project_dir))
+    elif not dry_run:
+        cli_output.print_not_synced(result)
 
 
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@main.command(
+    epilog=examples(
+        ("kernlock env", "this machine, and what it would load"),
+        ("kernlock env -v", "also each load path kernlock pins"),
+        ("kernlock env --json", ""),
+        page="activation.md#load-paths-covered-per-loader-generation",
+    )
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (everything -v shows too).")
 @project_option
+@click.option("-v", "--verbose", is_flag=True, help="Also the loader, its load paths, and tracebacks with errors.")
 @handle_errors
-def env(as_json: bool, project_dir: Path | None) -> None:
-    """This machine's environment string and the variant each locked kernel would load here."""
+def env(as_json: bool, project_dir: Path | None, verbose: bool) -> None:
+    """This machine's environment, and what it loads of the lock.
+
+    Also warns when the installed transformers/kernels pair turns transformers' Hub kernel paths off.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
+    ctx = click.get_current_context()
+    verbose = verbose or bool(ctx.find_root().params["verbose"])
+    if verbose:
+        mark_verbose(ctx)
     report = api.env_report(project_dir)
     if as_json:
         import json
 
         click.echo(json.dumps(report, indent=2))
         return
-    cli_output.print_env(report)
+    cli_output.print_env(report, verbose=verbose)
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock sync", "download and verify this environment's files"),
+        ("kernlock sync --locked", "CI: fail if kernels.lock is stale"),
+        ("kernlock sync --from kernels.tar", "air-gapped: install a bundle"),
+        page="sync.md",
+    )
+)
 @click.option("--all-environments", is_flag=True, help="Every locked environment's variants (fill a shared cache).")
 @click.option("--locked", is_flag=True, help="Fail (exit 1) if kernels.lock is stale instead of re-locking.")
 @click.option("--frozen", is_flag=True, help="Use kernels.lock as it is, without checking it against pyproject.toml.")
@@ -172,6 +251,7 @@ def env(as_json: bool, project_dir: Path | None) -> None:
     help="Install from a bundle of this kernels.lock, no network.",
 )
 @project_option
+@verbose_option()
 @handle_errors
 def sync(
     all_environments: bool,
@@ -181,7 +261,10 @@ def sync(
     from_bundle: Path | None,
     project_dir: Path | None,
 ) -> None:
-    """Download and verify exactly the locked files this environment needs."""
+    """Download and verify the locked files this environment needs.
+
+    A stale kernels.lock is re-locked first (--locked fails instead, --frozen uses it as it is).
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
@@ -197,7 +280,13 @@ def sync(
     cli_output.print_sync(report)
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock verify", ""),
+        ("kernlock verify --all-environments", "a shared cache"),
+        page="sync.md#tampering",
+    )
+)
 @click.option("--all-environments", is_flag=True, help="Require the variants of every locked environment.")
 @click.option(
     "--full",
@@ -206,9 +295,13 @@ def sync(
     "trusted root, is not).",
 )
 @project_option
+@verbose_option()
 @handle_errors
 def verify(all_environments: bool, full: bool, project_dir: Path | None) -> None:
-    """Re-hash the synced files against kernels.lock; exit 1 naming every file that does not match."""
+    """Re-hash the synced files against kernels.lock, offline.
+
+    Exit 1 naming every file that does not match; recorded signatures are verified again too.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
@@ -217,12 +310,16 @@ def verify(all_environments: bool, full: bool, project_dir: Path | None) -> None
         sys.exit(1)
 
 
-@main.command()
+@main.command(epilog=examples(("kernlock show", ""), ("kernlock show --json", ""), page="lockfile.md"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @project_option
+@verbose_option()
 @handle_errors
 def show(as_json: bool, project_dir: Path | None) -> None:
-    """Table of locked kernels: requested, resolved ref, commit, variant for this environment, synced."""
+    """Table of the locked kernels and whether each is synced here.
+
+    Columns: kernel, requested, resolved ref, commit, variant for this environment, synced, signer.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
@@ -239,40 +336,66 @@ def show(as_json: bool, project_dir: Path | None) -> None:
     cli_output.print_show(rows, result.no_variant)
 
 
-@main.command("import")
+@main.command(
+    "import",
+    epilog=examples(
+        ("kernlock import", "its commits kept"),
+        ("kernlock import --trust", "also untrusted publishers"),
+        page="migrating.md",
+    ),
+)
 @click.option("--trust", is_flag=True, help="Accept publishers the Hub does not mark as trusted (recorded).")
 @project_option
+@verbose_option()
 @handle_errors
 def import_(trust: bool, project_dir: Path | None) -> None:
-    """Migrate the kernels library's [tool.kernels.dependencies] and JSON kernels.lock, keeping its commits."""
+    """Migrate from the kernels library's lock, keeping its commits.
+
+    Reads [tool.kernels.dependencies] and its JSON kernels.lock; writes [tool.kernlock.kernels] and kernels.lock.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
     cli_output.print_import(api.import_kernels(project_dir, trust=trust))
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock export --format kernels -o kernels.json", "for load_kernel"),
+        ("kernlock export --format kernels -o cpu.json --environment torch213-cxx11-cpu-x86_64-linux", ""),
+        page="migrating.md#exporting-for-load_kernel--get_locked_kernel",
+    )
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["kernels"]), required=True, help="kernels: the kernels library's JSON lock."
 )
 @click.option("-o", "--output", metavar="FILE", callback=_file, required=True, help="File to write.")
 @click.option("--environment", metavar="ENV", help="Only the entries of this locked environment.")
 @project_option
+@verbose_option()
 @handle_errors
 def export(fmt: str, output: Path, environment: str | None, project_dir: Path | None) -> None:
-    """Write the locked commits in another tool's lock format (kernels: for load_kernel / get_locked_kernel)."""
+    """Write the locked commits in another tool's lock format.
+
+    kernels: the kernels library's JSON lock, for its load_kernel / get_locked_kernel.
+    """
     from kernlock import api
 
     pins = api.export(project_dir, fmt, output, environment)
     click.echo(f"wrote {output} ({count(len(pins), 'kernel')}, {fmt} format)")
 
 
-@main.command()
+@main.command(epilog=examples(("kernlock outdated", ""), ("kernlock outdated --json", ""), page="locking.md"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @project_option
+@verbose_option()
 @handle_errors
 def outdated(as_json: bool, project_dir: Path | None) -> None:
-    """Per locked kernel: did its branch or tag move, is there a newer version, what would `lock --upgrade` do."""
+    """What moved on the Hub since locking; what an upgrade changes.
+
+    Per locked kernel: did its branch or tag move, is there a newer version with builds for every environment, and
+    what `kernlock lock --upgrade` would change.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
@@ -285,25 +408,42 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
     cli_output.print_outdated(report)
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock bundle -o kernels.tar", "every environment of the lock"),
+        ("kernlock bundle -o cuda.tar --environment torch211-cxx11-cu128-x86_64-linux", ""),
+        page="airgap.md",
+    )
+)
 @click.option("-o", "--output", "out", required=True, metavar="FILE", callback=_file, help="The bundle to write.")
 @click.option(
     "--environment",
     "environments",
     multiple=True,
+    metavar="ENV",
     help="Bundle the variants this environment loads (repeatable); default: every environment of the lock.",
 )
 @project_option
+@verbose_option()
 @handle_errors
 def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -> None:
-    """Write one archive (tar) with kernels.lock, a manifest and every locked file, for an air-gapped site."""
+    """Archive the lock and its files, for air-gapped sites.
+
+    A deterministic tar: kernels.lock, a manifest and the files; `kernlock sync --from FILE` installs it.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
     cli_output.print_bundle(api.bundle(project_dir, out, list(environments) or None))
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        ("kernlock serve --from kernels.tar --host 0.0.0.0 --port 8080", "HF_ENDPOINT=http://HOST:8080"),
+        ("kernlock serve --cache /shared/hf-cache", "from a synced cache"),
+        page="airgap.md#3b-or-one-mirror-for-the-fleet",
+    )
+)
 @click.option(
     "--from", "from_bundle", metavar="FILE", callback=_file, help="Serve a bundle (with its own kernels.lock)."
 )
@@ -320,6 +460,7 @@ def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -
 @click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Threads per process.")
 @click.option("--access-log", default="-", show_default=True, help="Access log file (-: standard output).")
 @project_option
+@verbose_option()
 @handle_errors
 def serve(
     from_bundle: Path | None,
@@ -331,7 +472,10 @@ def serve(
     access_log: str,
     project_dir: Path | None,
 ) -> None:
-    """Serve exactly the locked commits as a read-only Hub mirror (point HF_ENDPOINT at it)."""
+    """Serve the locked commits as a read-only Hub mirror.
+
+    Point HF_ENDPOINT at it: a fleet's machines sync from it as from the Hub.
+    """
     from kernlock import api
     from kernlock.cli import output as cli_output
 

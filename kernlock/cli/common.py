@@ -1,9 +1,11 @@
-"""What every kernlock command shares: the ``--project`` option, path options, and the error handling that turns
-a KernlockError into one clear message and exit 1 (used by :mod:`kernlock.cli.app` and :mod:`kernlock.cli.run`)."""
+"""What every kernlock command shares: the ``--project`` and ``-v`` options, path options, the examples and docs
+link that end each command's help, and the error handling that turns a KernlockError into one clear message and
+exit 1 (used by :mod:`kernlock.cli.app`, :mod:`kernlock.cli.run` and :mod:`kernlock.cli.hook`)."""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import click
@@ -16,7 +18,36 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-__all__ = ["file_option_value", "folder_option_value", "handle_errors", "project_option"]
+__all__ = [
+    "DOCS_URL",
+    "docs",
+    "examples",
+    "file_option_value",
+    "folder_option_value",
+    "handle_errors",
+    "project_option",
+    "verbose_option",
+]
+
+#: The docs of the installed version are not in its wheel: help texts link here (one place to change).
+DOCS_URL = "https://github.com/kernlock/kernlock/blob/main/docs/"
+#: ``ctx.meta`` key of the root context: ``-v`` was given (before or after the command's name).
+_VERBOSE = "kernlock.verbose"
+#: What makes a process that kernlock runs or activates show tracebacks (kernlock.runtime.excepthook.DEBUG).
+_DEBUG = "KERNLOCK_DEBUG"
+
+
+def docs(page: str) -> str:
+    """The address of a page of the docs (``activation.md``, ``activation.md#kernlock-run``)."""
+    return DOCS_URL + page
+
+
+def examples(*lines: tuple[str, str], page: str) -> str:
+    """A command's epilog: where its docs are, then 1-3 examples, each ``(command, what it does)`` (``what`` may be
+    empty). ``\\b`` keeps click from re-wrapping the lines."""
+    width = max((len(command) for command, what in lines if what), default=0)
+    shown = [f"  $ {command.ljust(width)}   # {what}" if what else f"  $ {command}" for command, what in lines]
+    return "\n".join(["\b", f"Docs: {docs(page)}", "", "\b", "Examples:", *shown])
 
 
 project_option = click.option(
@@ -27,6 +58,26 @@ project_option = click.option(
     default=None,
     help="Project directory (holds pyproject.toml and kernels.lock); default: the nearest enclosing project.",
 )
+
+
+def _verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        mark_verbose(ctx)
+    return value
+
+
+def mark_verbose(ctx: click.Context) -> None:
+    """``-v``: tracebacks with errors, in this command and, for `kernlock run`, in CMD's processes
+    (``KERNLOCK_DEBUG=1``, which the environment of CMD inherits)."""
+    ctx.find_root().meta[_VERBOSE] = True
+    name = ctx.invoked_subcommand if ctx.parent is None else ctx.command.name
+    if name == "run":
+        os.environ[_DEBUG] = "1"
+
+
+def verbose_option(help: str = "Show tracebacks with errors.") -> Callable[[Any], Any]:
+    """``-v``/``--verbose`` on a command, as on ``kernlock`` itself (``kernlock sync -v`` = ``kernlock -v sync``)."""
+    return click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose, help=help)
 
 
 def _path(value: str | None, param: click.Parameter, *, folder: bool, must_exist: bool = False) -> Path | None:
@@ -81,7 +132,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fail(message: str) -> None:
-    if click.get_current_context().find_root().params.get("verbose"):
+    root = click.get_current_context().find_root()
+    if root.params.get("verbose") or root.meta.get(_VERBOSE) or os.environ.get(_DEBUG, "").strip() not in ("", "0"):
         import traceback
 
         traceback.print_exc()

@@ -30,6 +30,7 @@ __all__ = [
     "print_env",
     "print_import",
     "print_lock",
+    "print_not_synced",
     "print_outdated",
     "print_serving",
     "print_show",
@@ -81,6 +82,24 @@ def print_lock(result: LockResult, dry_run: bool = False) -> None:
             click.echo(f"    {env} -> {variant}")
 
 
+def print_not_synced(result: LockResult) -> None:
+    """`lock` wrote commits this machine has not synced: say so (`add` syncs, `lock` does not), before an offline
+    run finds out."""
+    if not result.written:
+        return
+    from kernlock import api
+
+    found = api.not_synced_here(result.lock)
+    if found is None:
+        return
+    env, kernels = found
+    click.secho(
+        f"not synced here yet ({env}): {', '.join(kernels)}; run `kernlock sync` before an offline run loads "
+        "them (or lock with --sync)",
+        fg="yellow",
+    )
+
+
 def _print_repair(repaired: Repair, written: bool, dry_run: bool) -> None:
     """A lock that failed its checks: what failed and what was read, then a line per entry of the new lock."""
     for line in repaired.summary:
@@ -94,8 +113,9 @@ def _print_repair(repaired: Repair, written: bool, dry_run: bool) -> None:
         click.echo(f"review the result with `git diff kernels.lock`, then commit it{merge}")
 
 
-def print_env(report: dict[str, Any]) -> None:
-    """`env`: this machine, its library versions and loader, the load paths, and each locked kernel's variant."""
+def print_env(report: dict[str, Any], verbose: bool = False) -> None:
+    """`env`: this machine, its library versions and loader, each locked kernel's variant; with ``verbose``, also
+    every load path of the loader and whether kernlock pins it (without: only those it does not; ``--json``: all)."""
     if report["environment"] is None:
         click.secho(f"environment: unknown ({report['environment_error']})", fg="yellow")
     else:
@@ -121,10 +141,11 @@ def print_env(report: dict[str, Any]) -> None:
         )
     else:
         click.echo(f"loader: kernels {loader['kernels']} ({loader['generation']} generation)")
-    if report["load_paths"]:
+    rows = [(_coverage(row), row) for row in report["load_paths"]]
+    shown = [(label, row) for label, row in rows if verbose or label == "NOT covered"]
+    if shown:
         click.echo("load paths:")
-    for row in report["load_paths"]:
-        label = "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
+    for label, row in shown:
         click.echo(f"  {label:<12}{row['path']}: {row['how']}")
     for line in report.get("facts_differ", []):
         click.secho(f"WARNING: {line} (declared facts of this environment in pyproject.toml)", fg="yellow")
@@ -134,6 +155,12 @@ def print_env(report: dict[str, Any]) -> None:
         click.echo(f"  {row['repo']}: {row['variant'] or 'NOT LOCKED for this environment'}")
     if report.get("lock_error"):
         click.echo(f"  ({report['lock_error']})")
+    if len(shown) < len(rows):
+        click.echo("(`kernlock env -v` lists each load path of this loader and whether kernlock pins it)")
+
+
+def _coverage(row: dict[str, Any]) -> str:
+    return "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
 
 
 def print_sync(report: SyncReport | NotSynced) -> None:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernlock.cli.common import handle_errors, project_option
+from kernlock.cli.common import examples, handle_errors, project_option, verbose_option
 from kernlock.errors import KernlockError
 
 TYPE_CHECKING = False
@@ -17,7 +17,15 @@ if TYPE_CHECKING:
 __all__ = ["check", "run"]
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    epilog=examples(
+        ("kernlock run -- python train.py", "its kernel loads come from kernels.lock"),
+        ("kernlock run -- torchrun --nproc-per-node 8 train.py", "every rank too"),
+        ("kernlock run --record -- python train.py", "lock what it asks for"),
+        page="activation.md#kernlock-run",
+    ),
+)
 @click.option("--mode", type=click.Choice(["strict", "warn"]), help="Sets KERNLOCK_MODE for CMD (default: strict).")
 @click.option(
     "--record",
@@ -29,6 +37,7 @@ __all__ = ["check", "run"]
 @click.option("--no-lock", is_flag=True, help="With --record: add to pyproject.toml only; do not re-lock.")
 @click.option("-q", "--quiet", is_flag=True, help="Print no line saying the lock is active.")
 @project_option
+@verbose_option("Show tracebacks with errors, here and in CMD's processes (KERNLOCK_DEBUG=1).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
 @handle_errors
 def run(
@@ -40,7 +49,11 @@ def run(
     project_dir: Path | None,
     command: tuple[str, ...],
 ) -> None:
-    """Run CMD with activation in every Python process it starts (see docs/activation.md); exits with CMD's status."""
+    """Run CMD with every kernel load honouring kernels.lock.
+
+    No change to CMD's code; exits with CMD's status. A kernel load the lock does not allow stops the process
+    with one line (kernlock: error: ...); -v shows the traceback.
+    """
     from kernlock.cli import output as cli_output
     from kernlock.commands import runbind
     from kernlock.runtime import activation as runtime
@@ -99,7 +112,14 @@ def _run_recorded(
     sys.exit(code)
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        ("kernlock check", "each locked kernel this machine loads"),
+        ("kernlock check --kernel kernels-community/flash-attn2 --dtype bfloat16", ""),
+        ("kernlock check --record", "write kernels.check.toml"),
+        page="check.md",
+    )
+)
 @click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Check only this locked kernel (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--record", is_flag=True, help="Write the results to kernels.check.toml beside the lock.")
@@ -111,12 +131,16 @@ def _run_recorded(
     help="Check in this dtype (repeatable); default: float32, and bfloat16 on CUDA.",
 )
 @project_option
+@verbose_option()
 @handle_errors
 def check(
     kernels: tuple[str, ...], as_json: bool, record: bool, dtypes: tuple[str, ...], project_dir: Path | None
 ) -> None:
-    """Numerical parity of each locked kernel this environment loads against the torch path it replaces (forward
-    and backward, this machine's device); exit 1 on a failure (see docs/check.md)."""
+    """Compare each locked kernel with the torch path it replaces.
+
+    Numerical parity, forward and backward, on this machine's device, of each locked kernel this environment loads;
+    exit 1 on a failure.
+    """
     from kernlock.cli import output_record as output
     from kernlock.commands import check as checking
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from kernlock.sync import engine as syncing
     from kernlock.sync.verify import VerifyResult
 
-__all__ = ["NotSynced", "ShowResult", "show", "sync", "sync_after_add", "this_environment", "verify"]
+__all__ = ["NotSynced", "ShowResult", "not_synced_here", "show", "sync", "sync_after_add", "this_environment", "verify"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +130,24 @@ def sync_after_add(lock: Lock, hub: Hub | None = None, root: Path | None = None)
     if environment not in lock.environments:
         return NotSynced(why="this machine is not one of the lock's environments", no_torch=False)
     return syncing.sync(lock, [environment], hub=hub, offline=hfenv.offline(), trusted_root=trusted_root)
+
+
+def not_synced_here(lock: Lock) -> tuple[str, list[str]] | None:
+    """`lock` downloads nothing: this machine's environment and the kernels of ``lock`` it would load that are not
+    synced here (an offline run would fail on them), or None when there are none or the lock does not cover this
+    machine."""
+    from kernlock.sync import check as variantcheck
+
+    try:
+        env = str(detect())
+    except KernlockError:
+        return None
+    missing = [
+        f"{kernel.repo} {kernel.requested} {kernel.commit[:8]}"
+        for kernel in lock.kernels
+        if (variant := kernel.variant_for(env)) is not None and not variantcheck.is_synced(kernel, variant)
+    ]
+    return (env, missing) if missing else None
 
 
 def verify(root: Path | None = None, all_environments: bool = False, full: bool = False) -> VerifyResult:

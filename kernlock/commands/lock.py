@@ -15,6 +15,7 @@ from kernlock.errors import (
     LockError,
     NoEnvironmentError,
     ProjectError,
+    ResolutionError,
 )
 from kernlock.lock import file as lockfile
 from kernlock.lock import foreign
@@ -265,6 +266,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
 
     With no ``root`` and no enclosing project, the project is created in the current folder (``created``).
     """
+    from kernlock.resolve import nobuild
     from kernlock.resolve.resolver import latest_version, resolve
 
     interrupt.reset()
@@ -281,8 +283,17 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     added: dict[str, str] = {}
     replaced: dict[str, str] = {}
     requirements = dict(project.requirements)
+    revs: dict[str, str] = {}
+    failed: list[ResolutionError] = []
+    for spec in parsed:  # every kernel with no version that builds everywhere is named, each with its fix
+        try:
+            revs[spec.repo] = spec.rev or latest_version(hub, spec.repo, environments)
+        except ResolutionError as err:
+            failed.append(err)
+    if failed:
+        raise nobuild.together(failed)
     for spec in parsed:
-        rev = spec.rev or latest_version(hub, spec.repo, environments)
+        rev = revs[spec.repo]
         same = [repo for repo in requirements if repo.casefold() == spec.repo.casefold()]
         old = requirements.pop(same[0]) if same else None  # repo ids are not case-sensitive: one entry
         trusted = trust or bool(old and old.trust)

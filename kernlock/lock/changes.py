@@ -1,5 +1,6 @@
 """What changes between two locks, as uv prints it: ``Updated org/name v3 4c6adb39 -> 8571d307``; an entry that
-keeps its commit names the environments it gained or lost (``Updated org/name v1 d2900693: + ENV``).
+keeps its commit says in words which environments it gained or lost, and which revision serves them on the other
+side (``Updated org/name v3 250d5d06: no longer locked for ENV (now v2)``).
 
 Entries are matched per repo by the revision they satisfy (``requested``), else by a shared environment (a
 requirement moved from ``v3`` to ``v4``); what is left over was added or removed. For each matched entry the
@@ -27,6 +28,9 @@ class Change:
     old: LockedKernel | None
     new: LockedKernel | None
     details: tuple[str, ...] = ()
+    #: Per environment the entry gained or lost: the revision another entry of the repo locks it to on the other
+    #: side (before, for one gained; after, for one lost), if any.
+    elsewhere: tuple[tuple[str, str], ...] = ()
 
     def line(self) -> str:
         """The uv-style summary line."""
@@ -38,7 +42,9 @@ class Change:
         if self.old.requested == self.new.requested and self.old.commit == self.new.commit:
             gained = sorted(set(self.new.environments) - set(self.old.environments))
             lost = sorted(set(self.old.environments) - set(self.new.environments))
-            moved = ", ".join([*(f"+ {env}" for env in gained), *(f"- {env}" for env in lost)])
+            moved = "; ".join(
+                [*self._in_words("now also locked for", gained, "was"), *self._in_words("no longer locked for", lost)]
+            )
             return (
                 f"Updated {self.repo} {self.new.requested} {self.new.commit[:SHORT]}"
                 f"{': ' + moved if moved else ' (same commit)'}{_via(self.new)}"
@@ -52,6 +58,17 @@ class Change:
             f"Updated {self.repo} {self.old.requested} {self.old.commit[:SHORT]} -> {self.new.requested} "
             f"{self.new.commit[:SHORT]}{_via(self.new)}"
         )
+
+    def _in_words(self, what: str, envs: list[str], side: str = "now") -> list[str]:
+        """``no longer locked for A, B (now v2)``: the environments, grouped by the revision on the other side."""
+        other = dict(self.elsewhere)
+        groups: dict[str | None, list[str]] = {}
+        for env in envs:
+            groups.setdefault(other.get(env), []).append(env)
+        return [
+            f"{what} {', '.join(group)}" + (f" ({side} {rev})" if rev is not None else "")
+            for rev, group in groups.items()
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -107,8 +124,15 @@ def diff(old: Lock | None, new: Lock) -> LockDiff:
                 changes.append(Change(kind="added" if a is None else "removed", repo=repo, old=a, new=b))
             elif _same(a, b):
                 unchanged += 1
-            else:
+            elif (a.requested, a.commit) != (b.requested, b.commit):
                 changes.append(Change(kind="updated", repo=repo, old=a, new=b, details=tuple(_details(a, b))))
+            else:  # the same pin serving other environments: said in words on its line
+                gained = _elsewhere(repo, set(b.environments) - set(a.environments), old_kernels)
+                lost = _elsewhere(repo, set(a.environments) - set(b.environments), list(new.kernels))
+                details = tuple(_details(a, b, words=True))
+                changes.append(
+                    Change(kind="updated", repo=repo, old=a, new=b, details=details, elsewhere=gained + lost)
+                )
     return LockDiff(
         changes=tuple(changes),
         added_environments=tuple(sorted(set(new.environments) - old_envs)),
@@ -150,11 +174,24 @@ def _same(a: LockedKernel, b: LockedKernel) -> bool:
     )
 
 
-def _details(a: LockedKernel, b: LockedKernel) -> list[str]:
-    """Per environment: gained (+), lost (-), or loading another variant (~)."""
+def _elsewhere(repo: str, envs: set[str], kernels: list[LockedKernel]) -> tuple[tuple[str, str], ...]:
+    """For each of ``envs``: the revision an entry of ``repo`` among ``kernels`` locks it to, where one does."""
+    found = []
+    for env in sorted(envs):
+        other = next((k for k in kernels if k.repo == repo and env in k.environments), None)
+        if other is not None:
+            found.append((env, other.requested))
+    return tuple(found)
+
+
+def _details(a: LockedKernel, b: LockedKernel, *, words: bool = False) -> list[str]:
+    """Per environment: gained (+), lost (-), or loading another variant (~). With ``words`` (the summary line
+    already names the environments gained and lost, in words) only the variants that changed."""
     found = []
     for env in sorted(set(a.environments) | set(b.environments)):
         va, vb = a.variant_for(env), b.variant_for(env)
+        if words and (va is None) != (vb is None):
+            continue
         if va is None and vb is not None:
             found.append(f"+ {env}: {vb.name}")
         elif vb is None and va is not None:

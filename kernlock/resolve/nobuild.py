@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from kernlock.errors import KernlockError
+from kernlock.errors import KernlockError, ResolutionError
 from kernlock.project.conditions import Condition
 from kernlock.resolve import eligibility
 
@@ -23,7 +23,25 @@ if TYPE_CHECKING:
     #: The versions (oldest first) of the repo with a build for every one of the environments given.
     Versions = Callable[[list[Environment]], list[str]]
 
-__all__ = ["condition_for", "grouped_builds", "message", "pasteable_pins", "unapplied_entries", "when_fix"]
+__all__ = [
+    "condition_for",
+    "grouped_builds",
+    "message",
+    "pasteable_pins",
+    "together",
+    "unapplied_entries",
+    "when_fix",
+]
+
+
+def together(errors: Sequence[ResolutionError]) -> ResolutionError:
+    """One error for every kernel that cannot be locked, each message (and its fix) in turn; the error itself
+    when there is one."""
+    if len(errors) == 1:
+        return errors[0]
+    return ResolutionError(
+        f"{len(errors)} kernels cannot be locked; each one, with its fix:\n" + "\n".join(str(err) for err in errors)
+    )
 
 
 def message(
@@ -89,10 +107,11 @@ def when_fix(
                 return [generic + " for every environment."]
             extra.append((own[-1], when))
     where = "where" if len(extra) == 1 else "for the environments where"
+    moves = newest in versions(list(everywhere))  # offered only where it builds for every environment
     return [
         f"  fix: pin a version with a build {where} {rev} has none, in [tool.kernlock.kernels] of pyproject.toml:",
         *pasteable_pins(requirement, rev, extra),
-        f"  (or move every environment: `kernlock add {repo}@{newest}`)",
+        *([f"  (or move every environment: `kernlock add {repo}@{newest}`)"] if moves else []),
     ]
 
 

@@ -72,7 +72,11 @@ def resolve(
     pending = list(tasks.values())
     with interrupt.worker_pool(MAX_WORKERS) as pool:
         while pending:
-            results = list(pool.map(lambda t: _resolve_task(t, hub, previous, upgrade, environments), pending))
+            attempts = list(pool.map(lambda t: _attempt(t, hub, previous, upgrade, environments), pending))
+            failed = [attempt for attempt in attempts if isinstance(attempt, ResolutionError)]
+            if failed:  # every kernel of this wave that cannot be locked, each with its fix, in one run
+                raise nobuild.together(failed)
+            results = [attempt for attempt in attempts if not isinstance(attempt, ResolutionError)]
             for task, (entry, _) in zip(pending, results, strict=True):
                 entries[(task.repo, task.rev)] = _merge(entries.get((task.repo, task.rev)), entry)
             deps: dict[tuple[str, str], _Task] = {}
@@ -116,6 +120,16 @@ def locked_variants(
     return tuple(
         LockedVariant(name=name, environments=tuple(envs), files=tree[name]) for name, envs in by_variant.items()
     )
+
+
+def _attempt(
+    task: _Task, hub: Hub, previous: Pins | None, upgrade: Upgrade, everywhere: list[Environment]
+) -> tuple[LockedKernel, list[_Task]] | ResolutionError:
+    """:func:`_resolve_task`, its ResolutionError returned (so that the others of its wave are still tried)."""
+    try:
+        return _resolve_task(task, hub, previous, upgrade, everywhere)
+    except ResolutionError as err:
+        return err
 
 
 def _resolve_task(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from kernlock.runtime import excepthook
 from kernlock.runtime import state as activated
 from kernlock.runtime.state import Settings
 
@@ -48,7 +49,7 @@ for _key, _value in {settings}.items():
 
 
 def _kernlock_fail(message):
-    sys.stderr.write("error: %s\\n" % message)
+    sys.stderr.write("kernlock: error: %s\\n" % message)
     sys.stderr.flush()
     os._exit(1)
 
@@ -90,7 +91,10 @@ def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = 
 
     ``lockfile``: a path, else ``$KERNLOCK_LOCKFILE``, else ``kernels.lock`` in the current directory or a parent.
     ``mode``: ``strict`` or ``warn``, else ``$KERNLOCK_MODE``, else ``strict``. Raises ActivationError.
+    From here on, a kernlock error the program does not catch is one line, ``kernlock: error: <message>``
+    (:mod:`kernlock.runtime.excepthook`; the traceback with ``KERNLOCK_DEBUG=1``).
     """
+    excepthook.install()  # first: a lock that cannot be found is such an error too
     new = Settings(
         find_lockfile(lockfile),
         _choice(mode or os.environ.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)"),
@@ -220,7 +224,7 @@ def _reactivate(lockfile: str, mode: str, verify: str) -> None:
     try:
         activate(lockfile=lockfile, mode=mode)
     except ActivationError as err:
-        sys.stderr.write(f"error: {err}\n")
+        sys.stderr.write(f"{excepthook.PREFIX}{err}\n")
         sys.stderr.flush()
         os._exit(1)
 
@@ -249,6 +253,7 @@ WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "transformers.modeling_utils": _install_transformers,
     "transformers.trainer": _install_trainer,  # checkpoints carry their kernels.lock; a resume compares it
     "multiprocessing.spawn": _install_carry,  # spawn and forkserver children carry the activation
+    "threading": excepthook.install_threads,  # a kernlock error that stops a thread is one line too
 }
 
 

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from kernlock.environments.compat import SUPPORTED_TRANSFORMERS
-from kernlock.errors import KernlockError
+from kernlock.runtime.excepthook import kernlock_error_in
 
 __all__ = ["install", "kernlock_error_in", "surface_kernlock_errors"]
 
@@ -68,18 +68,6 @@ def surface_kernlock_errors(fn: Any) -> Any:
 
     setattr(wrapper, _MARK, True)
     return wrapper
-
-
-def kernlock_error_in(err: BaseException) -> KernlockError | None:
-    """The first KernlockError in ``err``'s cause/context chain (``err`` itself included)."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KernlockError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _warn_if_gated() -> None:

@@ -968,6 +968,17 @@ class _Server(ThreadingHTTPServer):
             self._open.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (Ctrl-C, a timeout, a closed pool) is no error of the server: nothing is printed.
+        Anything else is one line on stderr (the traceback with ``KERNLOCK_DEBUG=1``)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        if os.environ.get("KERNLOCK_DEBUG", "").strip() not in ("", "0"):
+            super().handle_error(request, client_address)
+            return
+        sys.stderr.write(f"kernlock-hub: error answering {client_address[0]}: {error!r}\n")
+
     def close_connections(self) -> None:
         with self._open_lock:
             conns = list(self._open)

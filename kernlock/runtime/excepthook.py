@@ -1,0 +1,167 @@
+"""Errors in a process kernlock activates read like the CLI's: one line, exit status 1 (docs/activation.md).
+
+:func:`kernlock.runtime.activation.activate` installs :func:`install`: a ``sys.excepthook`` and a
+``threading.excepthook`` that print an uncaught kernlock error as ``kernlock: error: <message>`` instead of a
+traceback, also when kernels or transformers rewrapped it (an ImportError or ValueError raised while handling ours,
+or from it). Any other exception, and one that code of the program raised from ours, goes to the hook that was there
+before, untouched. ``KERNLOCK_DEBUG=1`` (set by ``kernlock -v`` for the commands it runs) shows every traceback.
+``torch.multiprocessing.spawn`` re-raises a child's failure in the parent as text: a kernlock error there is one line
+too. This module imports nothing of its own: activation stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType, TracebackType
+    from typing import Any
+
+    from kernlock.errors import KernlockError
+
+__all__ = [
+    "DEBUG",
+    "PREFIX",
+    "debug",
+    "install",
+    "install_threads",
+    "kernlock_error_in",
+    "message_of",
+    "root_kernlock_error",
+]
+
+#: How a kernlock error starts in a process kernlock runs or activates (the CLI itself prints ``error: ...``).
+PREFIX = "kernlock: error: "
+#: The variable that brings tracebacks back (``kernlock -v`` sets it for the commands it runs).
+DEBUG = "KERNLOCK_DEBUG"
+#: Packages whose code may rewrap a kernlock error on its way up without adding anything the user needs.
+_REWRAPPERS = frozenset({"kernels", "transformers", "kernlock", "importlib"})
+_MARK = "__kernlock_excepthook__"
+
+
+def debug() -> bool:
+    """True when tracebacks are asked for (``KERNLOCK_DEBUG`` set to anything but empty or ``0``)."""
+    return os.environ.get(DEBUG, "").strip() not in ("", "0")
+
+
+def kernlock_error_in(err: BaseException) -> KernlockError | None:
+    """The first KernlockError in ``err``'s cause/context chain (``err`` itself included)."""
+    from kernlock.errors import KernlockError
+
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KernlockError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def root_kernlock_error(err: BaseException) -> KernlockError | None:
+    """The KernlockError that ``err`` stands for: ``err`` itself, or the one down its cause/context chain when every
+    exception above it was raised by kernels, transformers, kernlock or the import system (a rewrap). None when
+    there is none, or when code of the program raised an exception of its own from it (that one is the news)."""
+    found = kernlock_error_in(err)
+    if found is None:
+        return None
+    current: BaseException | None = err
+    while current is not None and current is not found:
+        if not _raised_by_library(current):
+            return None
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _raised_by_library(err: BaseException) -> bool:
+    """Whether the frame that raised ``err`` (its traceback's last) is code of kernels, transformers, kernlock or
+    the import system."""
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_globals.get("__name__")
+    return isinstance(name, str) and name.split(".", 1)[0] in _REWRAPPERS
+
+
+def message_of(err: BaseException) -> str | None:
+    """The line to print for an uncaught ``err`` (without :data:`PREFIX`), or None when it is not kernlock's."""
+    found = root_kernlock_error(err)
+    if found is not None:
+        return str(found)
+    return _spawned(err)
+
+
+def _spawned(err: BaseException) -> str | None:
+    """torch.multiprocessing.spawn's ProcessRaisedException: the child's traceback as text. A kernlock error as its
+    last line (``kernlock.errors.ActivationError: ...``) is what stopped the child."""
+    kind = type(err)
+    if kind.__name__ != "ProcessRaisedException" or not kind.__module__.startswith("torch.multiprocessing"):
+        return None
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith("kernlock.errors."):
+        return None
+    from kernlock import errors
+
+    name, _, message = lines[-1].removeprefix("kernlock.errors.").partition(": ")
+    if not isinstance(getattr(errors, name, None), type) or not message:
+        return None
+    index = getattr(err, "error_index", None)
+    return f"process {index} of torch.multiprocessing.spawn stopped: {message}"
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(f"{PREFIX}{line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # no stderr left: nothing to tell
+        pass
+
+
+def install() -> None:
+    """Wrap ``sys.excepthook`` (once; the hook present now is kept and called for everything that is not a kernlock
+    error). ``threading.excepthook`` is wrapped by :func:`install_threads` once ``threading`` is imported
+    (activation watches for it: importing it here would cost more than the rest of activation)."""
+    if getattr(sys.excepthook, _MARK, False):
+        return
+    previous = sys.excepthook
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        line = None if debug() else _message_or_none(value)
+        if line is None:
+            previous(kind, value, tb)
+        else:
+            _say(line)
+
+    setattr(excepthook, _MARK, True)
+    sys.excepthook = excepthook
+
+
+def install_threads(threading: ModuleType) -> None:
+    """Wrap ``threading.excepthook`` (once) as :func:`install` wraps ``sys.excepthook``."""
+    previous = threading.excepthook
+    if getattr(previous, _MARK, False):
+        return
+
+    def excepthook(args: Any) -> None:  # threading.ExceptHookArgs
+        value = args.exc_value
+        line = None if debug() or value is None else _message_or_none(value)
+        if line is None:
+            previous(args)
+            return
+        name = args.thread.name if args.thread is not None else "a thread"
+        _say(f"thread {name} stopped: {line}")
+
+    setattr(excepthook, _MARK, True)
+    threading.excepthook = excepthook  # type: ignore[attr-defined]  # a ModuleType here
+
+
+def _message_or_none(value: BaseException) -> str | None:
+    """:func:`message_of`, never failing: a hook that raises would hide the error it was given."""
+    try:
+        return message_of(value)
+    except Exception:
+        return None
