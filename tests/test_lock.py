@@ -79,8 +79,11 @@ def test_file_hashes_come_from_the_tree_and_no_build_file_is_downloaded(
     assert so and all(f.hash.startswith("sha256:") and f.size == 4096 for f in so)
     assert files["__init__.py"].hash.startswith("git-sha1:")
     downloads = [r.path for r in hub.log.snapshot() if "/resolve/" in r.path]
-    # only each variant's metadata.json and the sigstore bundle that signs it (verified at lock time)
-    assert downloads and all(path.endswith(("/metadata.json", "/metadata.json.sigstore")) for path in downloads)
+    # the small git files a signature covers (metadata.json, its bundle, the Python sources: checked against the
+    # signed digest at lock time, docs/security.md); never a build's LFS file
+    git_files = [p for p, f in files.items() if f.hash.startswith("git-sha1:")]
+    assert downloads and all(path.rsplit("/", 1)[1] in git_files for path in downloads), downloads
+    assert not any(path.endswith(".so") for path in downloads)
 
 
 def test_add_without_revision_records_newest_version_with_builds_everywhere(

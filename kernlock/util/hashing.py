@@ -28,16 +28,18 @@ class StreamHash:
     already holds (:meth:`restart`), then every chunk written (:meth:`update`).
 
     A large file (``threaded``) is hashed on a thread of its own while the next bytes arrive: hashlib releases the
-    GIL, so receiving and hashing overlap instead of taking turns (a bounded queue keeps at most ~16 chunks in
-    memory). :meth:`value` waits for it; :meth:`close` ends it early (a failed download)."""
+    GIL, so receiving and hashing overlap instead of taking turns (chunks are handed over ~1 MiB at a time, and a
+    bounded queue keeps at most ~16 MiB waiting). :meth:`value` waits for it; :meth:`close` ends it early."""
 
     def __init__(self, algorithm: str, size: int, *, threaded: bool = False) -> None:
         self.algorithm = algorithm
         self.size = size
         self.threaded = threaded
         self._hash = hasher(algorithm, size)
-        self._queue: queue.Queue[bytes | None] | None = None
+        self._queue: queue.Queue[list[bytes] | None] | None = None
         self._thread: threading.Thread | None = None
+        self._batch: list[bytes] = []  # chunks handed over together, ~1 MiB at a time: few queue hand-offs
+        self._batched = 0
 
     def restart(self, path: str | bytes | Any, have: int) -> None:
         """Start again from the first ``have`` bytes of the file at ``path`` (0: an empty file)."""
@@ -55,11 +57,18 @@ class StreamHash:
         if not self.threaded:
             self._hash.update(data)
             return
+        self._batch.append(data)
+        self._batched += len(data)
+        if self._batched >= _CHUNK:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
         if self._queue is None:
             self._queue = queue.Queue(maxsize=16)
             self._thread = threading.Thread(target=self._consume, args=(self._queue, self._hash), daemon=True)
             self._thread.start()
-        self._queue.put(data)
+        self._queue.put(self._batch)
+        self._batch, self._batched = [], 0
 
     def value(self) -> str:
         """``algorithm:hex`` of everything fed."""
@@ -68,12 +77,15 @@ class StreamHash:
 
     def close(self) -> None:
         """Wait for the hashing thread (if any) to hash what it was given, and end it."""
+        if self._batch:
+            self._hand_over()
         if self._queue is not None and self._thread is not None:
             self._queue.put(None)
             self._thread.join()
         self._queue = self._thread = None
 
     @staticmethod
-    def _consume(chunks: queue.Queue[bytes | None], digest: Any) -> None:
-        while (chunk := chunks.get()) is not None:
-            digest.update(chunk)
+    def _consume(batches: queue.Queue[list[bytes] | None], digest: Any) -> None:
+        while (batch := batches.get()) is not None:
+            for chunk in batch:
+                digest.update(chunk)
