@@ -80,7 +80,6 @@ main.add_command(check)
     epilog=examples(
         ("kernlock add kernels-community/flash-attn2", "the newest version that builds everywhere"),
         ("kernlock add kernels-community/activation@v1", "a branch; also a tag or a commit"),
-        ("kernlock add --no-sync kernels-community/rotary kernels-community/paged-attention", ""),
         ("kernlock add --from ./checkpoint-500", "the builds a model folder (or Hub model repo) was trained with"),
         page="locking.md",
     )
