@@ -4,7 +4,9 @@ build and machine (docs/check.md).
 Its own file beside the lock (the lock stays machine-independent). One ``[[check]]`` table per (repo, commit,
 variant, environment, device): a new result for the same key replaces the old one, every other entry is kept, so
 a team sees which environments were checked on which hardware. Entries are sorted: the same results give the same
-bytes. A file that does not read as such tables is refused with its name, never overwritten.
+bytes. A file that does not read as such tables is refused with its name, never overwritten. `--speed` figures go
+into the same table (``speed``, with the date they were taken, ``speed-recorded``); a record without `--speed`
+keeps the figures already there for that key.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ else:  # pragma: no cover - Python 3.10
 
 from kernlock.errors import ProjectError
 from kernlock.util.atomic import write_text_atomic
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kernlock.commands.speed import SpeedRow
 
 __all__ = ["FILE_NAME", "CheckReport", "CheckRow", "read", "write"]
 
@@ -41,10 +47,12 @@ class CheckRow:
     tolerance: float | None
     verdict: str  # "pass", "FAIL" or "not checked"
     note: str = ""
+    ref: str = ""  # the branch or tag the build was locked through
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
+            "ref": self.ref,
             "commit": self.commit,
             "variant": self.variant,
             "case": self.case,
@@ -53,6 +61,20 @@ class CheckRow:
             "result": self.verdict,
             "note": self.note,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckRow:
+        return cls(
+            kernel=data["kernel"],
+            ref=data.get("ref", ""),
+            commit=data["commit"],
+            variant=data["variant"],
+            case=data["case"],
+            error=data["max-abs-error"],
+            tolerance=data["tolerance"],
+            verdict=data["result"],
+            note=data.get("note", ""),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +85,8 @@ class CheckReport:
     device: str
     rows: tuple[CheckRow, ...]
     recorded: Path | None = None
+    speed: tuple[SpeedRow, ...] = ()  # `--speed`: every path of every speed case and of the training step
+    regressions: tuple[str, ...] = ()  # `--speed`: slower than the recorded figures of the build it replaced
 
     @property
     def ok(self) -> bool:
@@ -74,8 +98,22 @@ class CheckReport:
             "device": self.device,
             "ok": self.ok,
             "rows": [row.as_dict() for row in self.rows],
+            "speed": [row.as_dict() for row in self.speed],
+            "regressions": list(self.regressions),
             "recorded": str(self.recorded) if self.recorded else None,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckReport:
+        from kernlock.commands.speed import SpeedRow
+
+        return cls(
+            environment=data["environment"],
+            device=data["device"],
+            rows=tuple(CheckRow.from_dict(row) for row in data["rows"]),
+            speed=tuple(SpeedRow.from_dict(row) for row in data.get("speed", [])),
+            regressions=tuple(data.get("regressions", [])),
+        )
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -101,6 +139,8 @@ def _valid(entry: object) -> bool:
         isinstance(entry, dict)
         and all(isinstance(entry.get(k), str) for k in (*_KEY, "result"))
         and isinstance(entry.get("cases", []), list)
+        and isinstance(entry.get("speed", []), list)
+        and all(isinstance(s, dict) and isinstance(s.get("case"), str) for s in entry.get("speed", []))
     )
 
 
@@ -115,6 +155,9 @@ def write(folder: Path, report: CheckReport) -> Path:
     by_build: dict[tuple[str, str, str], list[Any]] = {}
     for row in report.rows:
         by_build.setdefault((row.kernel, row.commit, row.variant), []).append(row)
+    timed: dict[tuple[str, str, str], list[SpeedRow]] = {}
+    for speed_row in report.speed:
+        timed.setdefault((speed_row.kernel, speed_row.commit, speed_row.variant), []).append(speed_row)
     for (repo, commit, variant), rows in by_build.items():
         cases = []
         for row in rows:
@@ -126,7 +169,7 @@ def write(folder: Path, report: CheckReport) -> Path:
             cases.append(case)
         failed = any(row.verdict == "FAIL" for row in rows)
         checked = any(row.verdict == "pass" for row in rows)
-        entry = {
+        entry: dict[str, Any] = {
             "repo": repo,
             "commit": commit,
             "variant": variant,
@@ -134,16 +177,25 @@ def write(folder: Path, report: CheckReport) -> Path:
             "device": report.device,
             "result": "FAIL" if failed else "pass" if checked else "not checked",
             "kernlock": __version__,
-            "cases": cases,
         }
-        entries[tuple(entry[k] for k in _KEY)] = entry
+        if rows[0].ref:
+            entry["ref"] = rows[0].ref
+        entry["cases"] = cases
+        key = tuple(entry[k] for k in _KEY)
+        if (repo, commit, variant) in timed:
+            entry["speed-recorded"] = _today()
+            entry["speed"] = [_figures(row) for row in timed[(repo, commit, variant)]]
+        elif key in entries and "speed" in entries[key]:  # a record without --speed keeps the figures
+            entry["speed-recorded"] = entries[key].get("speed-recorded", "")
+            entry["speed"] = entries[key]["speed"]
+        entries[key] = entry
     document = tomlkit.document()
     document.add(tomlkit.comment(_HEADER.removeprefix("# ")))
     tables = tomlkit.aot()
     for key in sorted(entries):
         table = tomlkit.table()
         for name, item in entries[key].items():
-            if name == "cases":
+            if name in ("cases", "speed"):
                 array = tomlkit.array()
                 array.multiline(True)
                 for case in item:
@@ -157,3 +209,32 @@ def write(folder: Path, report: CheckReport) -> Path:
     document["check"] = tables
     write_text_atomic(path, tomlkit.dumps(document))
     return path
+
+
+def _today() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def _figures(row: SpeedRow) -> dict[str, Any]:
+    """One speed row as kernels.check.toml keeps it: milliseconds and MiB, four significant digits."""
+    figures: dict[str, Any] = {"case": row.case, "path": row.path}
+    name = "step" if row.training else "forward-backward"
+    for label, timing in (("forward", row.forward), (name, row.total)):
+        if timing is not None:
+            figures[f"{label}-ms"] = _round(timing.median)
+            figures[f"{label}-iqr-ms"] = _round(timing.spread)
+    if row.total is not None:
+        figures["repeats"] = row.total.repeats
+    if row.peak is not None:
+        figures["peak-mib"] = _round(row.peak / 2**20)
+    if row.loss is not None:
+        figures["loss"] = _round(row.loss)
+    if row.note:
+        figures["note"] = row.note
+    return figures
