@@ -294,6 +294,12 @@ def print_outdated(report: Report) -> None:
             click.echo(f"  {line}")
     else:
         click.echo("`kernlock lock --upgrade` would change nothing")
+    for check in report.checks:  # what `kernlock check --upgrade --record` found for the builds it moves to
+        failed = f": {', '.join(check['failed'])}" if check["failed"] else ""
+        click.echo(
+            f"  checked {check['repo']} {check['commit'][:12]} on {check['device']} ({check['environment']}): "
+            f"{check['result']}{failed}"
+        )
 
 
 def print_added(result: AddResult) -> None:

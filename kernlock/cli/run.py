@@ -130,27 +130,78 @@ def _run_recorded(
     type=click.Choice(["float32", "bfloat16", "float16"]),
     help="Check in this dtype (repeatable); default: float32, and bfloat16 on CUDA.",
 )
+@click.option("--speed", is_flag=True, help="Also time each kernel against the path it replaces, and a training step.")
+@click.option(
+    "--seqlen",
+    "seqlens",
+    multiple=True,
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --speed: a sequence length of the attention cases (repeatable; default 1024 and 4096 on CUDA, 256 on "
+    "CPU); the training step uses the shortest.",
+)
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Check the builds `kernlock lock --upgrade` (with --kernel: --upgrade-kernel) would move to, beside the "
+    "locked ones; kernels.lock is not changed.",
+)
+@click.option("--to", metavar="REV", help="With --upgrade and one --kernel: check that kernel at REV instead.")
 @project_option
 @verbose_option()
 @handle_errors
 def check(
-    kernels: tuple[str, ...], as_json: bool, record: bool, dtypes: tuple[str, ...], project_dir: Path | None
+    kernels: tuple[str, ...],
+    as_json: bool,
+    record: bool,
+    dtypes: tuple[str, ...],
+    speed: bool,
+    seqlens: tuple[int, ...],
+    upgrade: bool,
+    to: str | None,
+    project_dir: Path | None,
 ) -> None:
     """Compare each locked kernel with the torch path it replaces.
 
-    Numerical parity, forward and backward, on this machine's device, of each locked kernel this environment loads;
-    exit 1 on a failure.
+    Numerical parity, forward and backward, on this machine's device, of each locked kernel this environment loads,
+    and with --speed its speed; with --upgrade, the builds `lock --upgrade` would move to, side by side; exit 1 on a
+    failure.
     """
     from kernlock.cli import output_record as output
+    from kernlock.cli import output_speed
+
+    if seqlens and not speed:
+        raise click.UsageError("--seqlen goes with --speed.")
+    if to is not None and not upgrade:
+        raise click.UsageError("--to goes with --upgrade (and one --kernel).")
+    chosen, lengths = list(dtypes) or None, list(seqlens) or None
+    if upgrade:
+        from kernlock.commands import upgrade_check
+
+        result = upgrade_check.check_upgrade(
+            project_dir, list(kernels) or None, to, chosen, speed=speed, seqlens=lengths, record=record
+        )
+        if as_json:
+            import json
+
+            click.echo(json.dumps(result.as_dict(), indent=2))
+        else:
+            output_speed.print_upgrade(result)
+            if result.recorded is not None:
+                click.echo(f"wrote {result.recorded}")
+        if not result.ok:
+            sys.exit(1)
+        return
     from kernlock.commands import check as checking
 
-    report = checking.check(project_dir, list(kernels) or None, list(dtypes) or None, record=record)
+    report = checking.check(project_dir, list(kernels) or None, chosen, record, speed=speed, seqlens=lengths)
     if as_json:
         import json
 
         click.echo(json.dumps(report.as_dict(), indent=2))
     else:
         output.print_check(report)
+        output_speed.print_speed(report)
         if report.recorded is not None:
             click.echo(f"wrote {report.recorded}")
     if not report.ok:

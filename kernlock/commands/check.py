@@ -1,11 +1,14 @@
-"""`kernlock check`: is each locked kernel this environment loads numerically right here? (docs/check.md)
+"""`kernlock check`: is each locked kernel this environment loads numerically right here, and how fast?
+(docs/check.md)
 
 Every locked entry of this environment is first verified in the cache (:func:`kernlock.sync.check.check_variant`:
 not synced is an error naming `kernlock sync`, so no request is made), then loaded exactly as activation loads it
 (kernlock activated in this process with the project's lock, strict mode) and compared with the torch path it
-replaces (:mod:`kernlock.commands.parity`) on this machine's device. ``record`` writes the results to
+replaces (:mod:`kernlock.commands.parity`) on this machine's device. ``speed`` also times it against that path
+(:mod:`kernlock.commands.speed`, :mod:`kernlock.commands.training`) and compares the figures with those recorded
+for the build it replaced (:mod:`kernlock.commands.regression`). ``record`` writes the results to
 ``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check_record`), keyed by commit, variant and
-environment.
+environment. `check --upgrade` is :mod:`kernlock.commands.upgrade_check`.
 """
 
 from __future__ import annotations
@@ -14,29 +17,19 @@ from pathlib import Path
 
 from kernlock.commands.check_record import CheckReport, CheckRow
 from kernlock.errors import KernlockError, LockError, ProjectError
+from kernlock.lock.model import Lock, LockedKernel
 
-__all__ = ["CheckReport", "CheckRow", "check"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from kernlock.commands.speed import Base, SpeedRow
+
+__all__ = ["CheckReport", "CheckRow", "check", "check_lock", "entries_here"]
 
 
-def check(
-    root: Path | None = None,
-    kernels: list[str] | None = None,
-    dtypes: list[str] | None = None,
-    record: bool = False,
-) -> CheckReport:
-    """Check every locked kernel of this environment (``kernels``: only these repos); see the module."""
-    from dataclasses import replace
-
-    from kernlock.commands import lock as locking
-    from kernlock.commands import parity
-    from kernlock.environments.environment import detect
-    from kernlock.project import inputs as projects
-    from kernlock.runtime import activation as runtime
-    from kernlock.sync.check import check_variant
-
-    project = projects.load(projects.locate(root))
-    lock = locking.read_lock(project)
-    environment = str(detect())
+def entries_here(lock: Lock, environment: str, kernels: list[str] | None) -> list[LockedKernel]:
+    """The lock's entries this environment loads (``kernels``: only these repos, each of which must be one)."""
     entries = [k for k in lock.kernels if k.variant_for(environment) is not None]
     if not entries and lock.kernels:
         raise LockError(
@@ -50,6 +43,56 @@ def check(
             known = ", ".join(sorted(k.repo for k in entries)) or "none"
             raise ProjectError(f"{', '.join(unknown)}: not locked for {environment} (locked here: {known}).")
         entries = [k for k in entries if k.repo.casefold() in wanted]
+    return entries
+
+
+def check(
+    root: Path | None = None,
+    kernels: list[str] | None = None,
+    dtypes: list[str] | None = None,
+    record: bool = False,
+    speed: bool = False,
+    seqlens: list[int] | None = None,
+) -> CheckReport:
+    """Check every locked kernel of this environment (``kernels``: only these repos); see the module."""
+    from dataclasses import replace
+
+    from kernlock.commands import check_record as checkrecord
+    from kernlock.commands import lock as locking
+    from kernlock.environments.environment import detect
+    from kernlock.project import inputs as projects
+
+    project = projects.load(projects.locate(root))
+    lock = locking.read_lock(project)
+    environment = str(detect())
+    entries = entries_here(lock, environment, kernels)
+    report = check_lock(project.lockfile, entries, environment, dtypes, speed=speed, seqlens=seqlens)
+    if speed:
+        from kernlock.commands import regression
+
+        recorded = checkrecord.read(project.lockfile.parent / checkrecord.FILE_NAME)
+        report = replace(report, regressions=tuple(regression.regressions(recorded, report)))
+    if record:
+        report = replace(report, recorded=checkrecord.write(project.lockfile.parent, report))
+    return report
+
+
+def check_lock(
+    lockfile: Path,
+    entries: list[LockedKernel],
+    environment: str,
+    dtypes: list[str] | None,
+    *,
+    speed: bool = False,
+    seqlens: list[int] | None = None,
+) -> CheckReport:
+    """Verify, load (activated with ``lockfile``) and check ``entries``: the work of :func:`check` for one lock."""
+    from dataclasses import replace
+
+    from kernlock.commands import parity
+    from kernlock.runtime import activation as runtime
+    from kernlock.sync.check import check_variant
+
     verified = {}
     for entry in entries:
         variant = entry.variant_for(environment)
@@ -62,12 +105,15 @@ def check(
     for dtype in chosen:
         if dtype not in parity.TOLERANCES:
             raise ProjectError(f"--dtype {dtype}: use one of {', '.join(parity.TOLERANCES)}.")
+    if seqlens is not None and any(n < 1 for n in seqlens):
+        raise ProjectError("--seqlen takes a positive number of tokens.")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    runtime.activate(lockfile=project.lockfile, mode="strict")
+    runtime.activate(lockfile=lockfile, mode="strict")
     import kernels as loader
 
     rows: list[CheckRow] = []
+    timed: list[SpeedRow] = []
     for entry, variant, _path in verified.values():
         base = {"kernel": entry.repo, "commit": entry.commit, "variant": variant.name}
         try:
@@ -76,12 +122,16 @@ def check(
             raise
         except Exception as err:  # the locked build does not import here: it cannot be right here
             why = f"{type(err).__name__}: {err}".splitlines()[0][:160]
-            rows.append(CheckRow(**base, case="load", error=None, tolerance=None, verdict="FAIL", note=why))
+            rows.append(
+                CheckRow(**base, ref=entry.ref, case="load", error=None, tolerance=None, verdict="FAIL", note=why)
+            )
             continue
         found = parity.kinds(module)
         if not found:
             why = "neither an attention kernel (flash_attn_varlen_func) nor a layer kernel (layers)"
-            rows.append(CheckRow(**base, case="-", error=None, tolerance=None, verdict="not checked", note=why))
+            rows.append(
+                CheckRow(**base, ref=entry.ref, case="-", error=None, tolerance=None, verdict="not checked", note=why)
+            )
         cases: list[parity.Case] = []
         if "attention" in found:
             cases += parity.attention_cases(entry.repo, device, chosen)
@@ -91,16 +141,48 @@ def check(
             for name in unknown:
                 why = "no reference module is known for this layer"
                 rows.append(
-                    CheckRow(**base, case=f"layer {name}", error=None, tolerance=None, verdict="not checked", note=why)
+                    CheckRow(
+                        **base,
+                        ref=entry.ref,
+                        case=f"layer {name}",
+                        error=None,
+                        tolerance=None,
+                        verdict="not checked",
+                        note=why,
+                    )
                 )
         for case in cases:
             verdict = "pass" if case.passed else "FAIL"
-            row = CheckRow(**base, case=case.name, error=case.error, tolerance=case.tolerance, verdict=verdict)
+            row = CheckRow(
+                **base, ref=entry.ref, case=case.name, error=case.error, tolerance=case.tolerance, verdict=verdict
+            )
             rows.append(replace(row, note=case.note))
+        if speed:
+            build: Base = {"kernel": entry.repo, "commit": entry.commit, "variant": variant.name}
+            timed += _speed(entry.repo, module, found, build, device, dtypes, seqlens)
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    report = CheckReport(environment=environment, device=name, rows=tuple(rows))
-    if record:
-        from kernlock.commands import check_record as checkrecord
+    return CheckReport(environment=environment, device=name, rows=tuple(rows), speed=tuple(timed))
 
-        report = replace(report, recorded=checkrecord.write(project.lockfile.parent, report))
-    return report
+
+def _speed(
+    repo: str,
+    module: ModuleType,
+    found: list[str],
+    base: Base,
+    device: str,
+    dtypes: list[str] | None,
+    seqlens: list[int] | None,
+) -> list[SpeedRow]:
+    """`--speed`'s rows for one loaded kernel: its attention or layers against their torch paths, and the training
+    step of an attention kernel."""
+    from kernlock.commands import speed, training
+
+    chosen = speed.speed_dtypes(device, dtypes)
+    lengths = list(seqlens or speed.SEQLENS[device])
+    rows: list[SpeedRow] = []
+    if "attention" in found:
+        rows += speed.attention_speed(module, base, device, chosen, lengths)
+        rows += training.training_speed(repo, base, device, chosen[0], min(lengths))
+    if "layers" in found:
+        rows += speed.layer_speed(module, base, device, chosen)
+    return rows

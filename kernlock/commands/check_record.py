@@ -4,7 +4,9 @@ build and machine (docs/check.md).
 Its own file beside the lock (the lock stays machine-independent). One ``[[check]]`` table per (repo, commit,
 variant, environment, device): a new result for the same key replaces the old one, every other entry is kept, so
 a team sees which environments were checked on which hardware. Entries are sorted: the same results give the same
-bytes. A file that does not read as such tables is refused with its name, never overwritten.
+bytes. A file that does not read as such tables is refused with its name, never overwritten. `--speed` figures go
+into the same table (``speed``, with the date they were taken, ``speed-recorded``); a record without `--speed`
+keeps the figures already there for that key.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any
 
 from kernlock.lock import checkfile
 from kernlock.lock.checkfile import FILE_NAME, read
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kernlock.commands.speed import SpeedRow
 
 __all__ = ["FILE_NAME", "CheckReport", "CheckRow", "read", "write"]
 
@@ -31,10 +37,12 @@ class CheckRow:
     tolerance: float | None
     verdict: str  # "pass", "FAIL" or "not checked"
     note: str = ""
+    ref: str = ""  # the branch or tag the build was locked through
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
+            "ref": self.ref,
             "commit": self.commit,
             "variant": self.variant,
             "case": self.case,
@@ -43,6 +51,20 @@ class CheckRow:
             "result": self.verdict,
             "note": self.note,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckRow:
+        return cls(
+            kernel=data["kernel"],
+            ref=data.get("ref", ""),
+            commit=data["commit"],
+            variant=data["variant"],
+            case=data["case"],
+            error=data["max-abs-error"],
+            tolerance=data["tolerance"],
+            verdict=data["result"],
+            note=data.get("note", ""),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +75,8 @@ class CheckReport:
     device: str
     rows: tuple[CheckRow, ...]
     recorded: Path | None = None
+    speed: tuple[SpeedRow, ...] = ()  # `--speed`: every path of every speed case and of the training step
+    regressions: tuple[str, ...] = ()  # `--speed`: slower than the recorded figures of the build it replaced
 
     @property
     def ok(self) -> bool:
@@ -64,8 +88,22 @@ class CheckReport:
             "device": self.device,
             "ok": self.ok,
             "rows": [row.as_dict() for row in self.rows],
+            "speed": [row.as_dict() for row in self.speed],
+            "regressions": list(self.regressions),
             "recorded": str(self.recorded) if self.recorded else None,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckReport:
+        from kernlock.commands.speed import SpeedRow
+
+        return cls(
+            environment=data["environment"],
+            device=data["device"],
+            rows=tuple(CheckRow.from_dict(row) for row in data["rows"]),
+            speed=tuple(SpeedRow.from_dict(row) for row in data.get("speed", [])),
+            regressions=tuple(data.get("regressions", [])),
+        )
 
 
 def write(folder: Path, report: CheckReport) -> Path:
@@ -77,6 +115,9 @@ def write(folder: Path, report: CheckReport) -> Path:
     by_build: dict[tuple[str, str, str], list[Any]] = {}
     for row in report.rows:
         by_build.setdefault((row.kernel, row.commit, row.variant), []).append(row)
+    timed: dict[tuple[str, str, str], list[SpeedRow]] = {}
+    for speed_row in report.speed:
+        timed.setdefault((speed_row.kernel, speed_row.commit, speed_row.variant), []).append(speed_row)
     for (repo, commit, variant), rows in by_build.items():
         cases = []
         for row in rows:
@@ -88,7 +129,7 @@ def write(folder: Path, report: CheckReport) -> Path:
             cases.append(case)
         failed = any(row.verdict == "FAIL" for row in rows)
         checked = any(row.verdict == "pass" for row in rows)
-        entry = {
+        entry: dict[str, Any] = {
             "repo": repo,
             "commit": commit,
             "variant": variant,
@@ -96,7 +137,45 @@ def write(folder: Path, report: CheckReport) -> Path:
             "device": report.device,
             "result": "FAIL" if failed else "pass" if checked else "not checked",
             "kernlock": __version__,
-            "cases": cases,
         }
-        entries[checkfile.key_of(entry)] = entry
+        if rows[0].ref:
+            entry["ref"] = rows[0].ref
+        entry["cases"] = cases
+        key = checkfile.key_of(entry)
+        if (repo, commit, variant) in timed:
+            entry["speed-recorded"] = _today()
+            entry["speed"] = [_figures(row) for row in timed[(repo, commit, variant)]]
+        elif key in entries and "speed" in entries[key]:  # a record without --speed keeps the figures
+            entry["speed-recorded"] = entries[key].get("speed-recorded", "")
+            entry["speed"] = entries[key]["speed"]
+        entries[key] = entry
     return checkfile.write(path, list(entries.values()))
+
+
+def _today() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def _figures(row: SpeedRow) -> dict[str, Any]:
+    """One speed row as kernels.check.toml keeps it: milliseconds and MiB, four significant digits."""
+    figures: dict[str, Any] = {"case": row.case, "path": row.path}
+    name = "step" if row.training else "forward-backward"
+    for label, timing in (("forward", row.forward), (name, row.total)):
+        if timing is not None:
+            figures[f"{label}-ms"] = _round(timing.median)
+            figures[f"{label}-iqr-ms"] = _round(timing.spread)
+    if row.total is not None:
+        figures["repeats"] = row.total.repeats
+    if row.peak is not None:
+        figures["peak-mib"] = _round(row.peak / 2**20)
+    if row.loss is not None:
+        figures["loss"] = _round(row.loss)
+    if row.note:
+        figures["note"] = row.note
+    return figures

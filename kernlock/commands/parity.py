@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-__all__ = ["REFERENCES", "TOLERANCES", "Case", "attention_cases", "kinds", "layer_cases", "tolerance"]
+__all__ = ["REFERENCES", "TOLERANCES", "Case", "attention_cases", "kinds", "layer_cases", "layer_classes", "tolerance"]
 
 #: dtype -> (atol, rtol).
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -56,7 +56,7 @@ def kinds(module: ModuleType) -> list[str]:
     found = []
     if callable(getattr(module, "flash_attn_varlen_func", None)):
         found.append("attention")
-    if _layer_classes(module):
+    if layer_classes(module):
         found.append("layers")
     return found
 
@@ -130,7 +130,7 @@ def _llama_case(repo: str, device: str, dtype: str, kv_heads: int) -> tuple[tupl
 # -- layers ---------------------------------------------------------------------------------------------------
 
 
-def _layer_classes(module: ModuleType) -> dict[str, Any]:
+def layer_classes(module: ModuleType) -> dict[str, Any]:
     layers = getattr(module, "layers", None)
     if not isinstance(layers, ModuleType):
         return {}
@@ -206,7 +206,7 @@ def layer_cases(module: ModuleType, device: str, dtypes: list[str]) -> tuple[lis
 
     cases: list[Case] = []
     unknown: list[str] = []
-    for name, cls in _layer_classes(module).items():
+    for name, cls in layer_classes(module).items():
         make = REFERENCES.get(name)
         if make is None:
             unknown.append(name)

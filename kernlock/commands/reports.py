@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,4 +87,21 @@ def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
     interrupt.reset()
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
-    return outdating.report(project, lock, target_environments(project), hub_client(hub))
+    report = outdating.report(project, lock, target_environments(project), hub_client(hub))
+    from kernlock.commands import check_record
+
+    recorded = check_record.read(project.lockfile.parent / check_record.FILE_NAME)
+    targets = {(c.new.repo, c.new.commit) for c in report.upgrade.changes if c.new is not None}
+    checks = [
+        {
+            "repo": entry["repo"],
+            "commit": entry["commit"],
+            "environment": entry["environment"],
+            "device": entry["device"],
+            "result": entry["result"],
+            "failed": [case["case"] for case in entry.get("cases", []) if case.get("result") == "FAIL"],
+        }
+        for entry in recorded
+        if (entry["repo"], entry["commit"]) in targets
+    ]
+    return replace(report, checks=tuple(checks))

@@ -23,7 +23,9 @@ from kernlock.util.atomic import write_text_atomic
 __all__ = ["FILE_NAME", "KEY", "dumps", "key_of", "read", "write"]
 
 FILE_NAME = "kernels.check.toml"
-HEADER = "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
+HEADER = (
+    "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
+)
 #: What identifies an entry: a build (repo, commit, variant) on a machine (environment, device).
 KEY = ("repo", "commit", "variant", "environment", "device")
 
@@ -55,11 +57,13 @@ def _valid(entry: object) -> bool:
         isinstance(entry, dict)
         and all(isinstance(entry.get(k), str) for k in (*KEY, "result"))
         and isinstance(entry.get("cases", []), list)
+        and isinstance(entry.get("speed", []), list)
+        and all(isinstance(s, dict) and isinstance(s.get("case"), str) for s in entry.get("speed", []))
     )
 
 
 def dumps(entries: list[dict[str, Any]]) -> str:
-    """The file's text for ``entries``: sorted by key, each ``cases`` list one inline table per line."""
+    """The file's text for ``entries``: sorted by key, each ``cases`` and ``speed`` list one inline table per line."""
     import tomlkit
 
     document = tomlkit.document()
@@ -68,7 +72,7 @@ def dumps(entries: list[dict[str, Any]]) -> str:
     for entry in sorted(entries, key=key_of):
         table = tomlkit.table()
         for name, item in entry.items():
-            if name == "cases":
+            if name in ("cases", "speed"):
                 array = tomlkit.array()
                 array.multiline(True)
                 for case in item:

@@ -80,12 +80,16 @@ class Report:
     rows: list[Row]
     upgrade: changes.LockDiff  # the whole of what `kernlock lock --upgrade` would change
     upgrade_error: str | None = None  # why `kernlock lock --upgrade` would fail, if it would
+    #: What `kernlock check --record` (or `check --upgrade --record`) recorded for the commits the upgrade moves to:
+    #: ``{"repo", "commit", "environment", "device", "result", "failed"}`` per recorded machine.
+    checks: tuple[dict[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "kernels": [row.as_dict() for row in self.rows],
             "upgrade": self.upgrade.as_dict(),
             "upgrade_error": self.upgrade_error,
+            "checks": list(self.checks),
         }
 
 

@@ -747,12 +747,34 @@ def _expand_kv(x, num_heads):
         raise ValueError(f"number of query heads ({num_heads}) is not a multiple of kv heads ({kv_heads})")
     return _ExpandKV.apply(x, num_heads // kv_heads)
 """
+_SLOW_ATTENTION = """
+
+_attention_once = _attention
+
+
+def _attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse):
+    # Deliberately slow and still exact: the same attention computed 8 times, forward and backward (the 8 results are
+    # equal, so their pairwise sums and the division by 8 change no bit).
+    runs = [
+        _attention_once(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse)
+        for _ in range(8)
+    ]
+    outs = [out for out, _ in runs]
+    while len(outs) > 1:
+        outs = [outs[i] + outs[i + 1] for i in range(0, len(outs), 2)]
+    return outs[0] / 8, runs[0][1]
+"""
 assert _EXPAND_KV in _OPS_PYTHON_BODY["attention"]
 #: Kinds beyond KINDS (which the benchmark catalog cycles through, so it stays as it is): ``attention-gqa-bug`` is
-#: ``attention`` whose backward is wrong only for grouped-query attention (`kernlock check`'s proof, issue 26).
-EXTRA_KINDS = ("attention-gqa-bug",)
+#: ``attention`` whose backward is wrong only for grouped-query attention (`kernlock check`'s proof, issue 26);
+#: ``attention-slow`` is ``attention`` that is right but does 8 times the work (`kernlock check --speed`, issue 33).
+EXTRA_KINDS = ("attention-gqa-bug", "attention-slow")
 _INIT_BODY["attention-gqa-bug"] = _INIT_BODY["attention"]
 _OPS_PYTHON_BODY["attention-gqa-bug"] = _OPS_PYTHON_BODY["attention"].replace(_EXPAND_KV, _EXPAND_KV_GQA_BUG)
+_INIT_BODY["attention-slow"] = _INIT_BODY["attention"]
+_OPS_PYTHON_BODY["attention-slow"] = _OPS_PYTHON_BODY["attention"].replace(
+    "\n\nops = SimpleNamespace(fwd=", _SLOW_ATTENTION + "\n\nops = SimpleNamespace(fwd=", 1
+)
 
 
 def _render(template: str, **subs: str) -> str:
@@ -1216,17 +1238,23 @@ class KernelRepo:
         kernel_depends: Sequence[Mapping[str, Any] | tuple[str, int | str]] | None = None,
         rewrite: bool = False,
         message: str | None = None,
+        kind: str | None = None,
     ) -> str:
         """Re-upload builds on ``branch`` (a new commit with new build ids); returns the new head sha.
 
         ``variants`` re-uploads those (default: every variant of the head), ``add`` uploads new ones, ``remove``
         deletes some. ``kernel_depends`` replaces the branch's kernel dependencies. ``rewrite=True`` makes the
         new commit a child of ``main`` instead of the old head (a force push: the old head leaves the branch) and
-        re-uploads every remaining variant.
+        re-uploads every remaining variant. ``kind`` re-uploads the builds of another kind (``attention-gqa-bug``:
+        a re-upload that breaks the branch, as kernels-community#1085 did to v3).
         """
         state = _RepoState.load(self.path)
         if branch not in state.builds:
             raise ValueError(f"{self.repo_id} has no branch {branch!r}")
+        if kind is not None:
+            if kind not in (*KINDS, *EXTRA_KINDS):
+                raise ValueError(f"kind must be one of {(*KINDS, *EXTRA_KINDS)}, not {kind!r}")
+            state.kind_by_branch[branch] = kind
         current = dict(state.builds[branch])
         remove = list(remove)
         if kernel_depends is not None:

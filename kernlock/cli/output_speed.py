@@ -1,0 +1,145 @@
+"""What `kernlock check --speed` and `kernlock check --upgrade` print (docs/check.md explains every column)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from kernlock.cli.output_record import print_table
+from kernlock.util.wording import count, size
+
+if TYPE_CHECKING:
+    from kernlock.commands.check import CheckReport, CheckRow
+    from kernlock.commands.speed import SpeedRow
+    from kernlock.commands.timing import Timing
+    from kernlock.commands.upgrade_check import UpgradeReport
+
+__all__ = ["print_speed", "print_upgrade"]
+
+
+def _number(value: float) -> str:
+    """Three significant digits, never an exponent: ``0.412``, ``4.12``, ``41.2``, ``412``."""
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def _time(timing: Timing | None) -> str:
+    """``12.3 ms ±0.41``: the median and half the interquartile range."""
+    if timing is None:
+        return "-"
+    return f"{_number(timing.median)} ms ±{_number(timing.spread / 2)}"
+
+
+def _peak(row: SpeedRow) -> str:
+    if row.total is None:
+        return "-"
+    return "not measured" if row.peak is None else size(row.peak)
+
+
+def _ratios(rows: list[SpeedRow]) -> dict[tuple[str, str, str], str]:
+    """(kernel, case, path) -> the kernel's forward+backward (or step) time divided by that path's."""
+    kernel = {(r.kernel, r.case): r.total.median for r in rows if r.path == "kernel" and r.total is not None}
+    found = {}
+    for row in rows:
+        mine = kernel.get((row.kernel, row.case))
+        if row.path != "kernel" and row.total is not None and mine:
+            found[(row.kernel, row.case, row.path)] = f"{mine / row.total.median:.2f}x"
+    return found
+
+
+def print_speed(report: CheckReport) -> None:
+    """`check --speed`: the speed table, the training-step table, the notes and any regression."""
+    rows = [row for row in report.speed if not row.training]
+    steps = [row for row in report.speed if row.training]
+    ratios = _ratios(list(report.speed))
+    if rows:
+        repeats = sorted({row.total.repeats for row in rows if row.total is not None})
+        runs = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}" if repeats else "0"
+        click.echo(
+            f"\nspeed on {report.device}: median of {runs} timed runs after warm-up, ± half the interquartile range; "
+            "kernel ÷ path: the kernel's forward+backward time over that path's (above 1: the kernel is slower)"
+        )
+        table = [
+            (
+                row.kernel,
+                row.case,
+                row.path,
+                _time(row.forward),
+                _time(row.total),
+                _peak(row),
+                ratios.get((row.kernel, row.case, row.path), "-"),
+            )
+            for row in rows
+        ]
+        print_table(("kernel", "case", "path", "forward", "forward+backward", "peak memory", "kernel ÷ path"), table)
+    if steps:
+        click.echo(
+            f"\ntraining step on {report.device}: the same Llama, weights and batch with each attention "
+            "implementation, AdamW; median step time, peak memory and the loss of the last step"
+        )
+        table = [
+            (
+                row.kernel,
+                row.case.removeprefix("training step "),
+                row.path,
+                _time(row.total),
+                _peak(row),
+                "-" if row.loss is None else f"{row.loss:.4f}",
+                ratios.get((row.kernel, row.case, row.path), "-"),
+            )
+            for row in steps
+        ]
+        print_table(("kernel", "model", "attention", "step", "peak memory", "loss", "kernel ÷ path"), table)
+    for row in report.speed:
+        if row.note:
+            click.secho(f"  {row.kernel} {row.case} {row.path}: not timed: {row.note}", fg="yellow")
+    for line in report.regressions:
+        click.secho(f"regression: {line}", fg="yellow")
+
+
+def _result(row: CheckRow | None) -> str:
+    """``pass 1.19e-07``: the verdict and the error of one case ("-" where that side has no such case)."""
+    if row is None:
+        return "-"
+    return row.verdict if row.error is None else f"{row.verdict} {row.error:.2e}"
+
+
+def print_upgrade(report: UpgradeReport) -> None:
+    """`check --upgrade`: each case of the locked build beside the new one, the speed of both, then the verdicts."""
+    if not report.pairs:
+        what = ", ".join(report.unchanged) or "no kernel"
+        click.echo(f"the upgrade moves no build of this environment ({report.environment}): {what} stays as locked")
+        return
+    assert report.locked is not None and report.upgraded is not None
+    click.echo(f"kernlock check --upgrade on {report.device} ({report.environment})")
+    table = []
+    for pair in report.pairs:
+        before = {row.case: row for row in report.locked.rows if row.kernel == pair.repo}
+        after = {row.case: row for row in report.upgraded.rows if row.kernel == pair.repo}
+        for case in dict.fromkeys([*before, *after]):
+            new = after.get(case)
+            tolerance = "-" if new is None or new.tolerance is None else f"{new.tolerance:.1e}"
+            table.append((pair.repo, case, _result(before.get(case)), _result(after.get(case)), tolerance))
+    print_table(("kernel", "case", "locked", "upgrade", "tolerance"), table)
+    timed = []
+    for pair in report.pairs:
+        locked = {(r.case, r.path): r for r in report.locked.speed if r.kernel == pair.repo}
+        for row in report.upgraded.speed:
+            old = locked.get((row.case, row.path))
+            if row.kernel != pair.repo or old is None or old.total is None or row.total is None:
+                continue
+            ratio = f"{row.total.median / old.total.median:.2f}x"
+            timed.append((pair.repo, row.case, row.path, _time(old.total), _time(row.total), ratio))
+    if timed:
+        click.echo("\nforward+backward (training step: the whole step), locked build and upgrade, on this machine")
+        print_table(("kernel", "case", "path", "locked", "upgrade", "upgrade ÷ locked"), timed)
+    click.echo("")
+    for pair in report.pairs:
+        click.secho(pair.verdict, fg="red" if pair.breaks else None)
+    if report.unchanged:
+        click.echo(f"not moved by the upgrade here: {', '.join(report.unchanged)}")
+    broken = sum(pair.breaks for pair in report.pairs)
+    summary = f"{count(broken, 'upgrade')} would break parity" if broken else "no upgrade breaks parity"
+    click.echo(f"{summary}; kernels.lock is unchanged (`kernlock lock --upgrade` moves it)")
