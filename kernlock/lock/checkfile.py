@@ -23,9 +23,7 @@ from kernlock.util.atomic import write_text_atomic
 __all__ = ["FILE_NAME", "KEY", "dumps", "key_of", "read", "write"]
 
 FILE_NAME = "kernels.check.toml"
-HEADER = (
-    "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
-)
+HEADER = "# Written by `kernlock check --record`: numerical parity of locked builds, per machine. Do not edit."
 #: What identifies an entry: a build (repo, commit, variant) on a machine (environment, device).
 KEY = ("repo", "commit", "variant", "environment", "device")
 
