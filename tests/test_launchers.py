@@ -68,8 +68,15 @@ TRAIN = CHILD_PRELUDE + textwrap.dedent(
     dist.barrier()
     dist.destroy_process_group()
     sys.stdout.flush()
-    os._exit(0)  # gloo's threads sometimes abort at interpreter exit on a loaded machine (SIGABRT, exit -6), after
-    # the report is written: that teardown is not what this test is about (tests/test_record.py does the same)
+    # The rank leaves without the interpreter's teardown, which now and then ended in SIGABRT (exit -6) on a loaded
+    # machine, after the report was written. DistributedDataParallel keeps the gloo process group alive past
+    # destroy_process_group(): its worker threads (pt_gloo_runloop) and gloo_tcp_loop still run after it (without
+    # DDP they are joined there), so they run on while the interpreter finalizes. A worker that drops its last
+    # finished work then releases tensors holding Python objects, which takes the GIL; a thread that takes the GIL
+    # during finalization is ended by pthread_exit, and that unwinding through a noexcept destructor calls
+    # std::terminate (pytorch/pytorch#179291, #190489). Only a loaded machine lets the worker lag that far behind.
+    # torch's teardown is not what this test is about.
+    os._exit(0)
     """
 )
 
