@@ -139,6 +139,40 @@ def run_cli_imports(
     return done, set(out.read_text().split("\n")) if out.exists() else set()
 
 
+class ProcessLog:
+    """The processes this (the pytest) process starts, git left out, noted while ``names`` is a list: the check
+    behind the ``subprocess`` marker (tests/conftest.py). An audit hook, so it sees every way to start one
+    (subprocess, os.posix_spawn, os.system, a fork), from C too; git does not count, as the test Hub and the fixture
+    repositories run it all the time."""
+
+    STARTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.fork", "os.forkpty"})
+
+    def __init__(self) -> None:
+        self.names: list[str] | None = None
+        sys.addaudithook(self._audit)  # for the rest of the process: audit hooks cannot be removed
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.names is None or event not in self.STARTS:
+            return
+        from os import fsdecode
+        from os.path import basename
+
+        if event == "subprocess.Popen":  # (executable, args, cwd, env)
+            argv = args[1]
+            program = args[0] or (
+                argv if isinstance(argv, (str, bytes)) or not hasattr(argv, "__getitem__") else argv[0]
+            )
+        elif event == "os.posix_spawn":  # (path, argv, env)
+            program = args[0]
+        elif event == "os.system":  # (command,)
+            program = fsdecode(args[0]).split()[0]
+        else:
+            program = "a fork of the test process"
+        name = basename(fsdecode(program))
+        if name != "git":
+            self.names.append(name)
+
+
 # -- generated (variant set x system) cases for the differential tests of kernlock's variant rule ------------
 
 DIFF_TORCHES = ["28", "29", "210", "211", "212", "213"]

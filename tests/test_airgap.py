@@ -37,6 +37,8 @@ from kernlock.sync import engine as syncing
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
 from kernlock.testing.mirror_process import MirrorProcess, client_env, free_port
 
+pytestmark = pytest.mark.subprocess
+
 ACTIVATION = "kernels-community/activation"
 FA2 = "kernels-community/flash-attn2"
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"

@@ -30,6 +30,8 @@ from helpers import (
     tiny_locked_project,
 )
 
+pytestmark = pytest.mark.subprocess
+
 UNLOCKED = "kernels-community/rotary"
 
 

@@ -52,6 +52,7 @@ def _assert_nothing_partial_visible(project: Path, cache: Path) -> None:
         assert problem.kind.value in ("missing", "not synced"), str(problem)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_sync_and_the_next_run_resumes(
@@ -71,6 +72,7 @@ def test_signal_stops_sync_and_the_next_run_resumes(
     assert syncing.verify(lockfile.read(project / "kernels.lock"), [CPU_ENV], cache=cache).problems == ()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigint_stops_lock_and_add_with_nothing_written(
     seed: int, user_env: dict[str, str], hub: HubServer, project: Path
@@ -88,6 +90,7 @@ def test_sigint_stops_lock_and_add_with_nothing_written(
         assert [p.name for p in project.iterdir()] == ["pyproject.toml"]  # no temporary file left
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_at_a_random_moment_leaves_a_consistent_state(
     seed: int, user_env: dict[str, str], hub: HubServer, project: Path

@@ -36,7 +36,12 @@ PAGED = "kernels-community/paged-attention"  # depends on activation v1
 GROUP = "kltest-share"
 USERS = ("kltest-ann", "kltest-ben")
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (useradd)")
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.subprocess,
+    pytest.mark.slow,
+    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (useradd)"),
+]
 
 
 def _ensure_users() -> None:
