@@ -1,4 +1,15 @@
-"""Shared fixtures: one local Hub over the realistic catalog per test session, isolated caches per test."""
+"""Shared fixtures: one local Hub over the realistic catalog per test session, isolated caches per test; the check
+behind the ``subprocess`` marker.
+
+Markers (pyproject.toml registers them; README, Developing, says how to pick tests by them):
+
+- ``root``: needs root and other Unix users (useradd, a folder given to another uid); skipped as anyone else.
+- ``subprocess``: the test or a fixture it uses starts a process other than git: the kernlock command line, a Python
+  child, a launcher, a server process. git does not count: the test Hub and the fixture repositories run it all
+  the time. Checked as the tests run: a test without the marker that starts such a process fails at teardown,
+  naming it, so ``-m "not subprocess"`` starts none.
+- ``slow``: takes more than about 5 s on a 2-core machine (with the fixtures it alone uses).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +18,33 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SCRUBBED, build_wheel, clean_env, test_trusted_root, wheel_venv
+from helpers import ROOT, SCRUBBED, ProcessLog, build_wheel, clean_env, test_trusted_root, wheel_venv
 
 from kernlock.testing import Catalog, HubServer, build_catalog
+
+PROCESSES = ProcessLog()  # what the running test started (helpers.ProcessLog: git left out)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    PROCESSES.names = []  # from the setup of the test's first fixture on
+    try:
+        return (yield)
+    finally:
+        PROCESSES.names = None
+
+
+@pytest.fixture(autouse=True)
+def _processes_need_the_subprocess_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test without the ``subprocess`` marker starts no process but git (its fixtures included)."""
+    yield
+    if PROCESSES.names and request.node.get_closest_marker("subprocess") is None:
+        names = ", ".join(sorted(set(PROCESSES.names)))
+        pytest.fail(
+            f"started {names} without the subprocess marker: mark the test (or its module) "
+            "@pytest.mark.subprocess (tests/conftest.py says which tests get it)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

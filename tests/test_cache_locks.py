@@ -22,6 +22,8 @@ from kernlock import api
 from kernlock.sync import engine as syncing
 from kernlock.testing import HubServer
 
+pytestmark = pytest.mark.subprocess
+
 PAGED = "kernels-community/paged-attention"  # depends on activation v1: two kernels, several files each
 
 SHIM = r"""

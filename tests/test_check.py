@@ -18,6 +18,8 @@ from helpers import CPU_ENV, assert_clean_error, run_cli, user_env_for, write_py
 
 from kernlock.testing import Catalog, HubServer
 
+pytestmark = pytest.mark.subprocess
+
 GQA = "kernels-community/gqa-attention"
 ACTIVATION = "kernels-community/activation"
 LAYER_NORM = "kernels-community/triton-layer-norm"

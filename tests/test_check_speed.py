@@ -26,6 +26,8 @@ from kernlock.commands.speed import SpeedRow
 from kernlock.commands.timing import Timing
 from kernlock.testing import Catalog, HubServer
 
+pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover

@@ -316,6 +316,7 @@ def test_every_public_module_declares_its_api() -> None:
     assert lacking == [], f"modules without __all__: {lacking}"
 
 
+@pytest.mark.subprocess
 def test_the_wheel_ships_py_typed_and_the_testing_hub(tmp_path: Path) -> None:
     """What `pip install kernlock` gets: the type information (py.typed) and the supported test Hub."""
     build = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path)]

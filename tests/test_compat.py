@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from kernlock.cli.app import main
@@ -33,6 +34,7 @@ def test_env_command_shows_the_gate(tmp_path) -> None:
     assert "ok: transformers 5.22.2 uses kernels 0.17.2" in result.output
 
 
+@pytest.mark.subprocess
 def test_a_loader_older_than_kernel_repositories_is_named_unsupported(tmp_path) -> None:
     """kernels <= 0.13 (transformers <= 5.12) reads `model`-type kernel repos the Hub retired: `kernlock env` says so.
     The old release is simulated by its installed metadata, found first on the path as pip's would be."""
@@ -52,6 +54,7 @@ def test_a_loader_older_than_kernel_repositories_is_named_unsupported(tmp_path) 
     assert "kernels 0.12.0 loads `model`-type kernel repositories" in message and "kernels >= 0.15.2" in message
 
 
+@pytest.mark.subprocess
 def test_env_without_torch_reports_the_rest_and_says_why(tmp_path) -> None:
     """A machine without torch (here: torch hidden from the child's imports) cannot detect its environment:
     `kernlock env` still prints the versions, the loader and its load paths, names the reason, and exits 0."""

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kernlock.cli.app import main
+
+pytestmark = pytest.mark.subprocess
 
 
 def _kernlock(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

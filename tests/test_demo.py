@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import clean_env
+
+pytestmark = pytest.mark.subprocess
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.py"
 

@@ -85,6 +85,7 @@ def test_python_blocks_compile(path: Path, block: str) -> None:
 TESTING_HUB = ROOT / "docs" / "testing-hub.md"
 
 
+@pytest.mark.subprocess
 def test_the_testing_hub_example_passes_under_pytest(tmp_path: Path) -> None:
     """docs/testing-hub.md's example is what a user copies into their CI: as written, it passes under pytest."""
     [example] = [block for path, block in blocks("python") if path == TESTING_HUB and "def test_" in block]

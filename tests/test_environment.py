@@ -206,6 +206,7 @@ def test_when_conditions() -> None:
             Condition.parse(bad)
 
 
+@pytest.mark.subprocess
 def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
     """The CLI reads torch/version.py instead of importing torch; both paths must name the same environment."""
     import subprocess
@@ -564,6 +565,7 @@ def test_environment_parts() -> None:
     assert Environment.parse("torch212-metal-aarch64-darwin").select_variant(["torch212-metal-aarch64-darwin"])
 
 
+@pytest.mark.subprocess
 def test_local_commands_do_not_import_kernels() -> None:
     code = (
         "import kernlock.environments.environment, sys\n"

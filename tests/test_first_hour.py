@@ -19,6 +19,8 @@ from helpers import CPU_ENV, clean_env, own_repo, run_cli, user_env_for, venv_en
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer, move_branch
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 CU128 = "torch211-cxx11-cu128-x86_64-linux"
 

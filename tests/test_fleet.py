@@ -23,6 +23,8 @@ from kernlock.sync import engine as syncing
 from kernlock.testing import HubServer
 from kernlock.testing.mirror_process import MirrorProcess, client_env
 
+pytestmark = pytest.mark.subprocess
+
 CLIENTS_PER_NODE = 32
 
 

@@ -13,6 +13,8 @@ import pytest
 from kernlock.lock import file as lockfile
 from kernlock.testing import HubServer
 
+pytestmark = pytest.mark.subprocess
+
 GPU_ENV = "torch211-cxx11-cu130-x86_64-linux"
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
 

@@ -29,6 +29,7 @@ def test_mig_device_lists_are_left_to_torch(monkeypatch: pytest.MonkeyPatch):
     assert nvml_capabilities() is None
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has an NVIDIA driver")
 def test_without_the_driver_nvml_gives_no_answer_and_imports_nothing_heavy(monkeypatch: pytest.MonkeyPatch):
     """No libnvidia-ml (this CPU machine): None, so `kernlock env` falls back to torch's answer as before; the

@@ -29,6 +29,8 @@ from helpers import (
     tiny_locked_project,
 )
 
+pytestmark = pytest.mark.subprocess
+
 UNLOCKED = "kernels-community/rotary"
 
 

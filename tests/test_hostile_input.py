@@ -172,6 +172,7 @@ def test_malicious_lock_is_refused_before_anything_is_written(
     assert path.read_text() == text
 
 
+@pytest.mark.subprocess
 def test_malicious_lock_refused_by_activation_in_a_fresh_process(synced: Path, user_env: dict[str, str], outside: Path):
     path = synced / "kernels.lock"
     path.write_text(rehash(path.read_text().replace(VARIANT, f'name = "{outside}/v"', 1)))
@@ -325,6 +326,7 @@ def test_discovery_stops_at_the_repository_root(tmp_path: Path, user_env: dict[s
 # -- the smaller wrongs ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_the_same_kernel_twice_is_a_usage_error(project: Path, user_env: dict[str, str]):
     write_pyproject(project, "", [CPU_ENV])
     result = run_cli("add", ACTIVATION, f"{ACTIVATION}@v2", "--project", str(project), env=user_env)
@@ -401,6 +403,7 @@ def test_under_takes_the_parts_apart_as_pathlib_does(parts: list[str]):
         assert names.under(root, *parts) == Path(root, *parts)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", [["show"], ["env"], ["verify"]])
 def test_a_closed_pipe_ends_the_command_quietly(command: list[str], synced: Path, user_env: dict[str, str]):
     """`kernlock env | head -1`: the reader is gone before kernlock writes; it stops with exit 1 and says nothing

@@ -203,6 +203,7 @@ HOSTILE: list[tuple[str, str, Callable[[Path], Transform], str]] = [
 ]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("match", "make", "words"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
 def test_malicious_hub_answers_end_in_one_error_line(
     hub: HubServer,
@@ -224,6 +225,7 @@ def test_malicious_hub_answers_end_in_one_error_line(
     assert hub.log.count(contains=match.rstrip("$")) >= 1
 
 
+@pytest.mark.subprocess
 def test_malicious_commit_listing(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, outside: Path
 ):
@@ -240,6 +242,7 @@ def test_malicious_commit_listing(
     assert entry.commit == catalog.repo(ACTIVATION).head("v1")
 
 
+@pytest.mark.subprocess
 def test_what_the_loader_ignores_is_skipped(hub: HubServer, user_env: dict[str, str], project: Path):
     """Unsafe ref names are ignored; build/ entries that are no variant, and files directly in build/, are skipped."""
 
@@ -264,6 +267,7 @@ def test_what_the_loader_ignores_is_skipped(hub: HubServer, user_env: dict[str, 
     assert [v.name for v in entry.variants] == [CPU_ENV]
 
 
+@pytest.mark.subprocess
 def test_poisoned_kernlock_cache_is_fetched_again(hub: HubServer, user_env: dict[str, str], project: Path):
     write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])
     assert _lock(project, user_env).returncode == 0
@@ -280,7 +284,8 @@ def test_poisoned_kernlock_cache_is_fetched_again(hub: HubServer, user_env: dict
     assert json.loads(tree.read_text())[CPU_ENV][0][0] != "../../../escaped.py"  # the cache is repaired
 
 
-@pytest.mark.parametrize("unsafe", ["group-writable", "another user's"])
+@pytest.mark.subprocess
+@pytest.mark.parametrize("unsafe", ["group-writable", pytest.param("another user's", marks=pytest.mark.root)])
 def test_an_answer_cache_others_could_write_is_not_trusted(
     hub: HubServer, user_env: dict[str, str], project: Path, unsafe: str
 ):
@@ -321,6 +326,7 @@ def _relock_asks_tree_and_metadata_once(project: Path, user_env: dict[str, str],
     assert hub.log.count(contains="/tree/") == 1 and hub.log.count(contains="metadata.json") == 1
 
 
+@pytest.mark.subprocess
 def test_an_answer_cache_that_cannot_be_written_costs_requests_not_the_lock(
     hub: HubServer, user_env: dict[str, str], project: Path
 ):
@@ -338,6 +344,7 @@ def test_an_answer_cache_that_cannot_be_written_costs_requests_not_the_lock(
         _relock_asks_tree_and_metadata_once(project, user_env, hub, good)
 
 
+@pytest.mark.subprocess
 def test_cache_symlink_out_of_the_cache_is_not_followed(
     hub: HubServer, user_env: dict[str, str], project: Path, outside: Path
 ):
@@ -398,6 +405,7 @@ def _matching(server: HubServer, match: str) -> int:
     return sum(1 for r in server.log.snapshot() if re.search(match, r.path))
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("fault", "request_type"), PERSISTENT, ids=[f"{f}-{r}" for f, r in PERSISTENT])
 def test_persistent_fault_ends_with_one_line_and_bounded_requests(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, fault: str, request_type: str
@@ -433,6 +441,7 @@ TRANSIENT = [
 ]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("fault", "request_type", "times"), TRANSIENT, ids=[f"{f}-{r}" for f, r, _ in TRANSIENT])
 def test_transient_faults_are_survived(
     catalog: Catalog,
@@ -456,6 +465,7 @@ def test_transient_faults_are_survived(
         assert verified.returncode == 0, verified.stderr
 
 
+@pytest.mark.subprocess
 def test_parallel_tasks_share_one_failed_org_overview(hub: HubServer, user_env: dict[str, str], project: Path):
     """Two kernels of one org ask for the org's trust at once: the failure is remembered, not asked again."""
     write_pyproject(project, f'"{ACTIVATION}" = "v1"\n"{ROTARY}" = "v1"\n', [CPU_ENV])
@@ -482,6 +492,7 @@ def test_cancel_stops_a_retry_wait(hub: HubServer, user_env: dict[str, str]):
 # -- a dead endpoint -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", ["lock", "sync"])
 def test_dead_endpoint_fails_with_one_short_line(hub: HubServer, user_env: dict[str, str], project: Path, command: str):
     write_pyproject(project, f'"{ACTIVATION}" = "v1"\n"kernels-community/paged-attention" = "v1"\n', [CPU_ENV])
@@ -521,6 +532,7 @@ WRONG = [
 ]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("transform", "words"), [w[1:] for w in WRONG], ids=[w[0] for w in WRONG])
 def test_wrong_file_is_refused_and_removed(
     hub: HubServer, user_env: dict[str, str], project: Path, transform: Transform, words: str
@@ -546,6 +558,7 @@ def test_wrong_file_is_refused_and_removed(
     assert run_cli("verify", "--project", str(project), env=user_env).returncode == 0
 
 
+@pytest.mark.subprocess
 def test_a_body_shorter_than_announced_is_resumed(hub: HubServer, user_env: dict[str, str], project: Path):
     """A body cut short is a network fault: the next attempt resumes with a Range request."""
     write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])

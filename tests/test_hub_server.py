@@ -253,6 +253,7 @@ def api_out(server: HubServer, world: World, tmp_path_factory: pytest.TempPathFa
     return run_client(server, tmp_path_factory.mktemp("client"), code)
 
 
+@pytest.mark.subprocess
 def test_refs_peel_both_tag_kinds(api_out: dict[str, Any], world: World) -> None:
     shas = world.shas
     assert api_out["branches"] == {
@@ -268,6 +269,7 @@ def test_refs_peel_both_tag_kinds(api_out: dict[str, Any], world: World) -> None
     assert api_out["converts"] == []
 
 
+@pytest.mark.subprocess
 def test_tree_listings_are_paged_and_carry_lfs(api_out: dict[str, Any], world: World) -> None:
     lfs_oid = hashlib.sha256(world.so_v1).hexdigest()
     assert api_out["tree_root"] == [["README.md", "RepoFile", 7, None], ["build", "RepoFolder", None, None]]
@@ -289,6 +291,7 @@ def test_tree_listings_are_paged_and_carry_lfs(api_out: dict[str, Any], world: W
     assert api_out["expand"] == [world.shas["v1"], world.shas["v1_first"]]
 
 
+@pytest.mark.subprocess
 def test_info_by_branch_tag_commit_and_ref(api_out: dict[str, Any], world: World) -> None:
     shas = world.shas
     assert api_out["info"] == {
@@ -307,6 +310,7 @@ def test_info_by_branch_tag_commit_and_ref(api_out: dict[str, Any], world: World
     assert api_out["model"] == [shas["model"], [["config.json", 19, None], ["model.safetensors", 700, weights]]]
 
 
+@pytest.mark.subprocess
 def test_commits_and_paths_info(api_out: dict[str, Any], world: World) -> None:
     shas = world.shas
     commits = api_out["commits"]
@@ -337,10 +341,12 @@ def test_commit_listings_are_paged_by_number_as_the_hub_pages_them(server: HubSe
     assert fetch(f"{url}?p=x")[0] == 400 and fetch(f"{url}?limit=0")[0] == 400
 
 
+@pytest.mark.subprocess
 def test_org_overview_trust(api_out: dict[str, Any]) -> None:
     assert api_out["overview"] == {"acme": True, "other": False}
 
 
+@pytest.mark.subprocess
 def test_errors_map_to_client_exceptions(api_out: dict[str, Any]) -> None:
     assert api_out["errors"] == {
         "no_repo": ["RepositoryNotFoundError", 404],
@@ -381,6 +387,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.subprocess
 def test_downloads_by_branch_tag_commit_and_slash_revision(server: HubServer, world: World, tmp_path: Path) -> None:
     out = run_client(server, tmp_path, f"SHAS = {world.shas!r}\n" + _DOWNLOAD_SCRIPT)
     assert out["so_v1"] == [hashlib.sha256(world.so_v1).hexdigest(), len(world.so_v1)]
@@ -393,6 +400,7 @@ def test_downloads_by_branch_tag_commit_and_slash_revision(server: HubServer, wo
     assert out["main_files"] == ["README.md"]  # the uncommitted file of the work tree is not served
 
 
+@pytest.mark.subprocess
 def test_kernels_get_kernel_loads_through_the_server(server: HubServer, tmp_path: Path) -> None:
     code = """
     import kernels
@@ -500,6 +508,7 @@ def test_keep_alive_serves_many_requests_on_one_connection(server: HubServer) ->
 # ------------------------------------------------------------------------------------- log and fault injection
 
 
+@pytest.mark.subprocess
 def test_log_counts_the_requests_of_known_client_calls(server: HubServer, tmp_path: Path) -> None:
     code = """
     api.kernel_info("acme/relu", revision="v1")
@@ -549,6 +558,7 @@ print(json.dumps(shas))
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("cap", [2, None], ids=["max_concurrent=2", "uncapped"])
 def test_max_concurrent_caps_what_one_client_is_served_at_once(world: World, tmp_path: Path, cap: int | None) -> None:
     """A rate-limited Hub (issue 12): with ``max_concurrent=2``, eight parallel requests of the real client (each
@@ -625,6 +635,7 @@ def test_rewrite_changes_the_real_answer(server: HubServer, world: World) -> Non
         server.faults.rewrite("not callable")  # type: ignore[arg-type]
 
 
+@pytest.mark.subprocess
 def test_client_retries_and_raises_on_injected_faults(server: HubServer, world: World, tmp_path: Path) -> None:
     server.faults.status(500, match="/tree/")
     server.faults.status(503, times=None, match="/revision/v2")
@@ -651,6 +662,7 @@ def test_client_retries_and_raises_on_injected_faults(server: HubServer, world: 
 # ------------------------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.subprocess
 def test_cli_prints_a_url_that_answers(world: World) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernlock.testing", str(world.root), "--port", "0"],

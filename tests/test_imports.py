@@ -14,6 +14,8 @@ from helpers import CPU_ENV, run_cli, run_cli_imports, write_pyproject
 from kernlock import api
 from kernlock.testing import HubServer
 
+pytestmark = pytest.mark.subprocess
+
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
 #: kernlock's modules of the kernel cache, from the cheapest (layout) to the download and orchestration.
 CACHE_MODULES = (

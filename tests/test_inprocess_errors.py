@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import CHILD_HELPERS, CHILD_PRELUDE, TINY_ACTIVATION, Child, LockedProject, tiny_locked_project
 
+pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
+
 UNLOCKED = "kernels-community/rotary"
 PREFIX = "kernlock: error: "
 

@@ -22,6 +22,8 @@ from kernlock._version import __version__
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer
 
+pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
+
 CU128 = "torch211-cxx11-cu128-x86_64-linux"
 ACTIVATION = "kernels-community/activation"
 FA2 = "kernels-community/flash-attn2"

@@ -14,11 +14,14 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import pytest
 import tomllib
 from helpers import CHILD_HELPERS, CHILD_PRELUDE, CPU_ENV, Child, assert_clean_error, run_cli, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
+
+pytestmark = pytest.mark.subprocess
 
 CU128 = "torch213-cxx11-cu128-x86_64-linux"  # an environment and the variant it loads
 

@@ -4,6 +4,7 @@ that they fall inside the downloads and requests."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -51,6 +52,7 @@ def _assert_nothing_partial_visible(project: Path, cache: Path) -> None:
         assert problem.kind.value in ("missing", "not synced"), str(problem)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_sync_and_the_next_run_resumes(
@@ -70,6 +72,7 @@ def test_signal_stops_sync_and_the_next_run_resumes(
     assert syncing.verify(lockfile.read(project / "kernels.lock"), [CPU_ENV], cache=cache).problems == ()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigint_stops_lock_and_add_with_nothing_written(
     seed: int, user_env: dict[str, str], hub: HubServer, project: Path
@@ -87,6 +90,7 @@ def test_sigint_stops_lock_and_add_with_nothing_written(
         assert [p.name for p in project.iterdir()] == ["pyproject.toml"]  # no temporary file left
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("seed", SEEDS)
 def test_sigkill_at_a_random_moment_leaves_a_consistent_state(
     seed: int, user_env: dict[str, str], hub: HubServer, project: Path
@@ -103,3 +107,30 @@ def test_sigkill_at_a_random_moment_leaves_a_consistent_state(
     api.add(project, ["kernels-community/activation@v1"])
     api.sync(project, progress=False)
     assert syncing.verify(lockfile.read(lock_path), [CPU_ENV]).problems == ()
+
+
+class _Killed(BaseException):
+    """The process is killed at this point: nothing after it runs, no handler, no cleanup."""
+
+
+def test_a_kill_just_after_a_file_is_linked_leaves_nothing_partial_visible(
+    user_env: dict[str, str], hub: HubServer, project: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The moment a SIGKILL above (and tests/test_airgap.py's) hits only now and then: sync has just made a
+    snapshot link. What the variant folder holds then is that link, never a temporary entry beside it (which
+    verify reports as a file kernels.lock does not name); the next sync completes."""
+    write_pyproject(project, f'"{PAGED}" = "v1"\n', [CPU_ENV])
+    api.lock(project)
+    symlink = os.symlink
+
+    def killed_after(target: str, link: str, *args: object, **kwargs: object) -> None:
+        symlink(target, link, *args, **kwargs)  # type: ignore[arg-type]
+        raise _Killed(link)
+
+    monkeypatch.setattr(os, "symlink", killed_after)
+    with pytest.raises(_Killed):
+        api.sync(project, progress=False)
+    monkeypatch.setattr(os, "symlink", symlink)
+    _assert_nothing_partial_visible(project, Path(user_env["HF_HUB_CACHE"]))
+    api.sync(project, progress=False)
+    assert syncing.verify(lockfile.read(project / "kernels.lock"), [CPU_ENV]).problems == ()

@@ -31,6 +31,7 @@ TRAIN = CHILD_PRELUDE + textwrap.dedent(
     from torch.nn.parallel import DistributedDataParallel
     from transformers import AutoModelForCausalLM, LlamaConfig
     import kernels
+    import torch._dynamo  # before the process group exists (the end of the script says why)
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)
@@ -63,13 +64,21 @@ TRAIN = CHILD_PRELUDE + textwrap.dedent(
         "rank": dist.get_rank(), "world": dist.get_world_size(), "loaded": found, "connects": CONNECTS,
         "attn": model.config._attn_implementation, "checksum": checksum,
     }}
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), f"rank{{dist.get_rank()}}.json"), "w") as out:
-        json.dump(report, out)
     dist.barrier()
+    # The process group goes before the interpreter does. A rank used to end in SIGABRT now and then on a loaded
+    # machine, after its report: destroy_process_group() left gloo's threads (pt_gloo_runloop, gloo_tcp_loop)
+    # running, as DDP still held the group (and torch._dynamo would too, were it first imported while a group
+    # exists: DDP imports it; here transformers did before, the import at the top makes sure). The threads ran on
+    # while the interpreter finalized, where a worker that releases tensors holding Python objects takes the GIL,
+    # and a thread taking the GIL then is ended by pthread_exit, whose unwinding through a noexcept destructor calls
+    # std::terminate (pytorch/pytorch#179291, #190489); a loaded machine lets a worker lag that far behind. With DDP
+    # dropped, destroy_process_group() drops the group's last reference and joins those threads.
+    del ddp
     dist.destroy_process_group()
-    sys.stdout.flush()
-    os._exit(0)  # gloo's threads sometimes abort at interpreter exit on a loaded machine (SIGABRT, exit -6), after
-    # the report is written: that teardown is not what this test is about (tests/test_record.py does the same)
+    threads = [open(f"/proc/self/task/{{task}}/comm").read().strip() for task in os.listdir("/proc/self/task")]
+    report["gloo_threads"] = sorted(name for name in threads if "gloo" in name)
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), f"rank{{report['rank']}}.json"), "w") as out:
+        json.dump(report, out)
     """
 )
 
@@ -105,6 +114,7 @@ def _hub_connects(report: dict, endpoint: str) -> list[str]:
     return [c for c in report["connects"] if str(address.port) in c]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_every_rank_trains_on_the_locked_build_with_the_hub_stopped(tiny: LockedProject, tmp_path: Path, launcher):
     ranks, argv = LAUNCHERS[launcher]
@@ -119,9 +129,11 @@ def test_every_rank_trains_on_the_locked_build_with_the_hub_stopped(tiny: Locked
         assert report["loaded"][TINY_ACTIVATION]["identity"] == tiny.identity(TINY_ACTIVATION)
         assert _hub_connects(report, tiny.env["HF_ENDPOINT"]) == [], "zero Hub requests"
         assert report["agreed"][TINY_ACTIVATION] == tiny.entry(TINY_ACTIVATION).commit
+        assert report["gloo_threads"] == [], "gloo's threads outlived destroy_process_group() (TRAIN says why not)"
     assert len({round(r["checksum"], 9) for r in reports}) == 1, "DDP kept every rank's weights equal"
 
 
+@pytest.mark.subprocess
 def test_plain_torchrun_loads_the_moved_branch_and_kernlock_run_the_locked_build(tiny: LockedProject, tmp_path: Path):
     """Upstream re-uploads the activation kernel's v1 while the Hub runs: plain torchrun's ranks load the new
     commit; `kernlock run -- torchrun` in the same environment loads the locked one, with no Hub request."""

@@ -52,6 +52,7 @@ def identities():
 """
 
 
+@pytest.mark.subprocess
 def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(runtime: Runtime):
     assert GENERATION in (RESOLVER, UTILS), PROBE
     assert PROBE.missing == ()
@@ -92,6 +93,7 @@ def _fake_distribution(site: Path, lock: list[dict]) -> None:
     (info / "kernels.lock").write_text(json.dumps(lock))
 
 
+@pytest.mark.subprocess
 def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runtime: Runtime, tmp_path: Path):
     """get_kernel (version=, revision=), LayerRepository + kernelize, FuncRepository, kernels' own lock
     (get_locked_kernel, load_kernel, LockedLayerRepository), has_kernel, install_kernel: all the locked build."""
@@ -153,6 +155,7 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
     assert calls["silu_and_mul"] == 2  # the kernelized layer and the FuncRepository function both ran
 
 
+@pytest.mark.subprocess
 @GATED
 def test_transformers_trains_through_the_locked_build(runtime: Runtime):
     """``attn_implementation="org/repo"`` (transformers' default version: 1 on 5.13, 3/4 later) and the implicit
@@ -170,6 +173,7 @@ def test_transformers_trains_through_the_locked_build(runtime: Runtime):
     assert report["loaded"][FA2]["calls"]["flash_attn_func"] == 4  # two layers, two models
 
 
+@pytest.mark.subprocess
 def test_unlocked_repo_is_refused_before_any_request(runtime: Runtime):
     """Strict mode: an unlocked repo is an error naming `kernlock add`, before the trust check or refs lookup."""
     child = runtime.run(
@@ -192,6 +196,7 @@ def test_unlocked_repo_is_refused_before_any_request(runtime: Runtime):
     assert f"{UNLOCKED} (revision=v1) is not in" in by_revision
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(GENERATION != RESOLVER, reason="kernel dependencies (get_kernel_dep) exist from kernels 0.17 on")
 def test_kernel_dependencies_load_the_locked_builds(runtime: Runtime):
     child = runtime.run(
@@ -244,6 +249,7 @@ def _with_kernels(rt: Runtime, site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), rt.env.get("PYTHONPATH")]))}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("what", [what for what, _ in RENAMED.get(GENERATION or "", [])])
 def test_an_unknown_loader_falls_back_to_local_kernels_with_one_line_of_warning(
     runtime: Runtime, tmp_path: Path, what: str
@@ -278,6 +284,7 @@ report(generation=loaders.probe().generation, direct=direct.KERNEL_IDENTITY, ide
     assert "`pip install -U kernlock`" in lines[0]
 
 
+@pytest.mark.subprocess
 def test_an_unknown_loader_never_imports_a_build_that_fails_verification(runtime: Runtime, tmp_path: Path):
     """The fallback verifies every locked build before pinning it; in strict mode a build that fails is pinned to
     a folder that does not exist, so its loads fail instead of importing unverified code."""
@@ -305,6 +312,7 @@ report(errors=errors, identities=identities())
     assert len(problem) == 1 and FA2 in problem[0] and "its loads fail" in problem[0] and "__init__.py" in problem[0]
 
 
+@pytest.mark.subprocess
 def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime):
     """An adapter that raises after patching its seams: the patches are reverted, the fallback pins the lock."""
     module, path = {RESOLVER: ("kernels.resolver", "HubResolver.resolve"), UTILS: ("kernels.utils", "install_kernel")}[
@@ -330,6 +338,7 @@ def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime
     assert len(lines) == 1 and "seams failed: RuntimeError: boom" in lines[0], child.stderr[-2000:]
 
 
+@pytest.mark.subprocess
 def test_a_hook_adds_no_error_of_its_own_to_a_call_it_cannot_read(runtime: Runtime):
     """A call the original refuses is refused by the original, with the same error, activated or not."""
     module, call = {
@@ -377,6 +386,7 @@ def _new_keyword(path: Path, source: str) -> str:
     return _add_keyword(source, "variant_path = install_kernel(", "trace=[]")
 
 
+@pytest.mark.subprocess
 def test_a_seam_that_gains_a_keyword_argument_passes_it_through(runtime: Runtime, tmp_path: Path):
     site = _edited_kernels(tmp_path, _new_keyword)
     child = runtime.run(
@@ -403,6 +413,7 @@ def _env(rt: Runtime, *args: str, env: dict[str, str] | None = None) -> Child:
     return rt.run_argv([sys.executable, "-m", "kernlock", "env", "--project", str(rt.project), *args], env=env)
 
 
+@pytest.mark.subprocess
 def test_kernlock_env_lists_the_load_paths_of_this_loader(runtime: Runtime):
     child = _env(runtime, "--json")
     assert child.returncode == 0, child.stderr
@@ -428,6 +439,7 @@ def test_kernlock_env_lists_the_load_paths_of_this_loader(runtime: Runtime):
     assert CPU_ENV in text.stdout
 
 
+@pytest.mark.subprocess
 def test_kernlock_env_reports_an_unknown_loader_and_what_is_not_covered(runtime: Runtime, tmp_path: Path):
     site = _edited_kernels(tmp_path, RENAMED[GENERATION or ""][0][1])
     child = _env(runtime, "--json", env=_with_kernels(runtime, site))

@@ -292,6 +292,7 @@ def locked_two_ways(user_env: dict[str, str], hub: HubServer, project: Path) -> 
     return project
 
 
+@pytest.mark.subprocess
 def test_first_load_parses_only_this_environments_entries(
     locked_two_ways: Path, user_env: dict[str, str], tmp_path: Path
 ):
@@ -321,6 +322,7 @@ def test_first_load_parses_only_this_environments_entries(
     assert warm["entries"] == ["kernels-community/activation"]
 
 
+@pytest.mark.subprocess
 def test_sync_indexes_the_lock_so_the_first_process_parses_none(
     project: Path, user_env: dict[str, str], hub: HubServer
 ):
@@ -362,6 +364,7 @@ def test_prime_writes_nothing_for_a_lock_the_file_does_not_hold(locked_two_ways:
     )
 
 
+@pytest.mark.subprocess
 def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str, str], hub: HubServer):
     """Re-locking at another revision changes the lock's stat and content-hash: the next process reads the new
     lock (and loads the new pin), never the stale index, also before a sync has indexed the new lock."""
@@ -376,7 +379,9 @@ def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str,
     assert after["identity"]["version"] == 2
 
 
-@pytest.mark.parametrize("unsafe", ["group-writable", "another user's", "cache root group-writable"])
+@pytest.mark.parametrize(
+    "unsafe", ["group-writable", pytest.param("another user's", marks=pytest.mark.root), "cache root group-writable"]
+)
 def test_an_index_others_could_write_is_not_trusted(locked_two_ways: Path, user_env: dict[str, str], unsafe: str):
     """A forged index that passes every check (here: the CUDA machine's commit for this machine) is what the next
     process loads when it sits in the user's own cache, which only the user can write; in a folder others can

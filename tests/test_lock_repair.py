@@ -20,6 +20,8 @@ from kernlock.cli.app import main
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer, move_branch
 
+pytestmark = pytest.mark.subprocess
+
 FIXES = ("`kernlock lock`", "`git checkout HEAD -- kernels.lock`")
 
 

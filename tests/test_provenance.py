@@ -23,6 +23,8 @@ from kernlock.lock import checkfile
 from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo, move_branch
 
+pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
+
 FA2 = "kernels-community/flash-attn2"
 PUSHED = "acme/tiny-llama-ft"
 

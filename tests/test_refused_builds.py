@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from helpers import CPU_ENV, assert_clean_error, fresh_hub, own_repo, run_cli, write_pyproject
 
 from kernlock import api
@@ -30,6 +31,8 @@ from kernlock.project import inputs
 from kernlock.signing.bundle import BUNDLE, METADATA, BundleVerifier
 from kernlock.sync import cache as synccache
 from kernlock.testing import Catalog, HubServer
+
+pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
 
 REASON = "__init__.py does not match the hash its signed digest gives"
 

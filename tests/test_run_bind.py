@@ -25,6 +25,8 @@ from kernlock.commands import runbind
 from kernlock.testing import HubServer, move_branch
 from kernlock.util.processes import started
 
+pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
+
 RANK = RANK_PRELUDE + textwrap.dedent(
     f"""
     kernels.get_kernel("{TINY_ACTIVATION}", version=1)

@@ -39,6 +39,8 @@ from kernlock.runtime.policy import satisfies
 from kernlock.sync import cache as caches
 from kernlock.testing import CPU_VARIANT, HubServer, build_catalog, create_kernel_repo
 
+pytestmark = pytest.mark.subprocess
+
 FA2 = "kernels-community/flash-attn2"
 ACTIVATION = "kernels-community/activation"
 LAYER_NORM = "kernels-community/triton-layer-norm"

@@ -3,8 +3,9 @@ the second user syncs, verifies and loads what the first downloaded, and downloa
 the first made; a cache the user may only read still serves `sync --offline`, `verify` and loads.
 
 The users are real (made with useradd, once per session; the suite runs as root, else these tests are skipped),
-each with their own HOME and kernlock cache. So that they can run this interpreter, the folders above it get the
-search bit for others (x only, no listing) for the session, and get their old mode back afterwards.
+each with their own HOME and kernlock cache. They run a copy of this interpreter (helpers.portable_python) in a
+folder every user can reach: the clone's .venv and the base interpreter may lie in a home folder only its owner may
+enter (0700, 0750), and no test opens such a folder to others.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, write_pyproject
+from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, portable_python, reachable_by_others, write_pyproject
 
 from kernlock import api
 from kernlock.lock import file as lockfile
@@ -35,7 +36,12 @@ PAGED = "kernels-community/paged-attention"  # depends on activation v1
 GROUP = "kltest-share"
 USERS = ("kltest-ann", "kltest-ben")
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (useradd)")
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.subprocess,
+    pytest.mark.slow,
+    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (useradd)"),
+]
 
 
 def _ensure_users() -> None:
@@ -51,25 +57,45 @@ def _ensure_users() -> None:
 
 
 @pytest.fixture(scope="session")
-def users() -> Iterator[tuple[str, ...]]:
+def shared() -> Iterator[Path]:
+    """A folder of this session that every user can reach (pytest's own tmp_path is its owner's alone)."""
+    places = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")]
+    place = next((p for p in places if p.is_dir() and reachable_by_others(p)), None)
+    if place is None:
+        pytest.skip(f"no folder every user can reach to run them in (tried {', '.join(map(str, places))})")
+    folder = Path(tempfile.mkdtemp(prefix="kernlock-shared-", dir=place))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class Users:
+    names: tuple[str, ...]
+    python: str  # the interpreter they run (portable_python)
+    env: dict[str, str]  # what its environment needs
+
+
+@pytest.fixture(scope="session")
+def users(shared: Path) -> Users:
     if shutil.which("useradd") is None:
         pytest.skip("no useradd")
     _ensure_users()
-    opened: list[tuple[Path, int]] = []
-    for folder in Path(os.path.realpath(sys.executable)).parents:
-        mode = folder.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            opened.append((folder, stat.S_IMODE(mode)))
-            folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
-    yield USERS
-    for folder, mode in opened:
-        folder.chmod(mode)
+    python, env = portable_python(shared / "python")
+    probe = subprocess.run(
+        [str(python), "-c", "import kernlock.cli.app, kernels, torch"], env=clean_env(**env), cwd=shared,
+        user=USERS[0], group=GROUP, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"]
+        pytest.skip(f"{USERS[0]} cannot run a copy of this interpreter in {shared}: {lines[-1]}")
+    return Users(USERS, str(python), env)
 
 
 @pytest.fixture
-def base(users: tuple[str, ...]) -> Iterator[Path]:
-    """A folder every user can reach (pytest's own tmp_path is its owner's alone)."""
-    folder = Path(tempfile.mkdtemp(prefix="kernlock-shared-"))
+def base(users: Users, shared: Path) -> Iterator[Path]:
+    """A folder of this test that every user can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="test-", dir=shared))
     folder.chmod(0o755)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -84,9 +110,16 @@ def _home(base: Path, user: str) -> Path:
     return home
 
 
-def _as(user: str, argv: list[str], base: Path, env: dict[str, str], umask: int, cwd: Path):
+def _as(users: Users, user: str, args: list[str], base: Path, env: dict[str, str], umask: int, cwd: Path):
+    """Run ``python ARGS`` as ``user`` (the interpreter the users run)."""
     home = _home(base, user)
-    env = {**env, "HOME": str(home), "KERNLOCK_CACHE": str(home / ".cache" / "kernlock")}
+    env = {
+        **env,
+        **users.env,
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "KERNLOCK_CACHE": str(home / ".cache" / "kernlock"),
+    }
     root = env.get("KERNLOCK_SIGSTORE_TRUSTED_ROOT")
     if root:  # the test sigstore instance's root lies in this (root) process's own tmp folder: give a copy all may read
         shared = base / "trusted_root.json"
@@ -95,7 +128,7 @@ def _as(user: str, argv: list[str], base: Path, env: dict[str, str], umask: int,
             shared.chmod(0o644)
         env["KERNLOCK_SIGSTORE_TRUSTED_ROOT"] = str(shared)
     return subprocess.run(
-        argv, env=env, cwd=cwd, user=user, group=GROUP, extra_groups=[GROUP], umask=umask,
+        [users.python, *args], env=env, cwd=cwd, user=user, group=GROUP, extra_groups=[GROUP], umask=umask,
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
@@ -122,12 +155,12 @@ def _project(base: Path, name: str, kernels: str, hub: HubServer) -> Path:
 
 
 def _kernlock(*args: str) -> list[str]:
-    return [sys.executable, "-m", "kernlock", *args]
+    return ["-m", "kernlock", *args]
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002], ids=["umask022", "umask002"])
-def test_two_users_share_a_setgid_cache(base: Path, hub: HubServer, user_env: dict[str, str], umask: int):
-    ann, ben = USERS
+def test_two_users_share_a_setgid_cache(users: Users, base: Path, hub: HubServer, user_env: dict[str, str], umask: int):
+    ann, ben = users.names
     cache = base / "team-cache"
     cache.mkdir()
     shutil.chown(cache, "root", GROUP)
@@ -136,7 +169,7 @@ def test_two_users_share_a_setgid_cache(base: Path, hub: HubServer, user_env: di
     second = _project(base, "second", f'"{PAGED}" = "v1"\n', hub)  # activation v1 again, and paged-attention
     env = clean_env(**hub.env(), KERNELS_CACHE=str(cache))
 
-    done = _as(ann, _kernlock("sync", "--project", str(first)), base, env, umask, first)
+    done = _as(users, ann, _kernlock("sync", "--project", str(first)), base, env, umask, first)
     assert done.returncode == 0, done.stderr
     downloads = hub.log.count(method="GET", contains="/resolve/")
     for folder in [p for p in cache.rglob("*") if p.is_dir() and not p.is_symlink()]:
@@ -145,18 +178,18 @@ def test_two_users_share_a_setgid_cache(base: Path, hub: HubServer, user_env: di
     for lock in cache.glob(".locks/**/*.lock"):
         assert lock.stat().st_mode & stat.S_IWGRP, f"{lock} is {oct(lock.stat().st_mode)}"
 
-    again = _as(ben, _kernlock("sync", "--project", str(first)), base, env, umask, first)
+    again = _as(users, ben, _kernlock("sync", "--project", str(first)), base, env, umask, first)
     assert again.returncode == 0, again.stderr
     assert "0 downloaded" in again.stdout
     assert hub.log.count(method="GET", contains="/resolve/") == downloads, "nothing downloaded twice"
-    verified = _as(ben, _kernlock("verify", "--project", str(first)), base, env, umask, first)
+    verified = _as(users, ben, _kernlock("verify", "--project", str(first)), base, env, umask, first)
     assert verified.returncode == 0, verified.stderr
-    loaded = _as(ben, [sys.executable, "-c", LOAD, ACTIVATION], base, env, umask, first)
+    loaded = _as(users, ben, ["-c", LOAD, ACTIVATION], base, env, umask, first)
     assert loaded.returncode == 0, loaded.stderr
     report = json.loads(loaded.stdout.split("REPORT ", 1)[1])
     assert report["identity"]["repo"] == ACTIVATION and report["connects"] == []
 
-    more = _as(ben, _kernlock("sync", "--project", str(second)), base, env, umask, second)
+    more = _as(users, ben, _kernlock("sync", "--project", str(second)), base, env, umask, second)
     assert more.returncode == 0, more.stderr
     lock = lockfile.read(second / "kernels.lock")
     assert syncing.verify(lock, [CPU_ENV], cache=cache).problems == ()
@@ -164,17 +197,19 @@ def test_two_users_share_a_setgid_cache(base: Path, hub: HubServer, user_env: di
     assert owners == {ann, ben}, "ben downloaded only what ann had not"
 
 
-def test_a_cache_the_user_may_only_read_still_serves(base: Path, hub: HubServer, user_env: dict[str, str]):
-    ann, ben = USERS
+def test_a_cache_the_user_may_only_read_still_serves(
+    users: Users, base: Path, hub: HubServer, user_env: dict[str, str]
+):
+    ann, ben = users.names
     cache = base / "ann-cache"
     cache.mkdir()
     shutil.chown(cache, ann, GROUP)
     cache.chmod(0o755)
     project = _project(base, "project", f'"{ACTIVATION}" = "v1"\n', hub)
     env = clean_env(**hub.env(), KERNELS_CACHE=str(cache))
-    assert _as(ann, _kernlock("sync", "--project", str(project)), base, env, 0o022, project).returncode == 0
+    assert _as(users, ann, _kernlock("sync", "--project", str(project)), base, env, 0o022, project).returncode == 0
     offline = {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
-    for argv in (_kernlock("sync", "--offline"), _kernlock("verify"), [sys.executable, "-c", LOAD, ACTIVATION]):
-        done = _as(ben, argv, base, offline, 0o022, project)
-        assert done.returncode == 0, (argv[-1], done.stderr)
+    for args in (_kernlock("sync", "--offline"), _kernlock("verify"), ["-c", LOAD, ACTIVATION]):
+        done = _as(users, ben, args, base, offline, 0o022, project)
+        assert done.returncode == 0, (args[-1], done.stderr)
     assert not [p for p in cache.rglob("*") if p.stat(follow_symlinks=False).st_uid != pwd.getpwnam(ann).pw_uid]

@@ -72,6 +72,7 @@ def _refused(project: Path, hub: HubServer, *needles: str) -> str:
 # -- a valid signature ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_a_signed_build_is_verified_and_its_signer_recorded(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
@@ -101,6 +102,7 @@ def test_a_signed_build_is_verified_and_its_signer_recorded(
     assert rows[0]["signature"]["signer"] == DEFAULT_WORKFLOW and rows[0]["signature"]["log-index"] >= 0
 
 
+@pytest.mark.subprocess
 def test_an_update_names_a_signature_only_when_who_signed_changed(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
@@ -135,6 +137,7 @@ def test_signing_is_deterministic() -> None:
 # -- who signed: workflow, ref, repository, issuer ----------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("signer", "claimed"),
     [
@@ -199,6 +202,7 @@ def test_a_flipped_byte_of_metadata_json_is_refused(
     _refused(project, hub, "does not verify over metadata.json", "Bundle message digest mismatch")
 
 
+@pytest.mark.subprocess
 def test_a_valid_signature_over_a_digest_the_files_do_not_match(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
@@ -251,6 +255,7 @@ def test_a_bundle_copied_from_another_build_is_refused(
 # -- unsigned builds ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_a_stripped_signature_under_require_and_under_verify(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
@@ -344,6 +349,7 @@ def test_trusted_root_entries_not_yet_valid_fail_and_expired_ones_still_verify(
 # -- hostile bundles ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("payload", "needle"),
     [
@@ -366,6 +372,7 @@ def test_garbage_and_oversized_bundles_are_one_clean_error(
     assert not (project / "kernels.lock").exists()
 
 
+@pytest.mark.subprocess
 def test_a_mistyped_policy_is_one_clean_error(catalog: Catalog, hub: HubServer, user_env: dict, project: Path) -> None:
     write_pyproject(project, f'"{catalog.activation}" = "v2"\n', environments=[CPU_ENV])
     with (project / "pyproject.toml").open("a") as handle:
@@ -379,6 +386,7 @@ def test_a_mistyped_policy_is_one_clean_error(catalog: Catalog, hub: HubServer, 
 # -- the lock file: version 2 read and migrated --------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_a_lock_version_2_is_read_and_rewritten_as_3(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
@@ -408,6 +416,7 @@ def test_a_lock_version_2_is_read_and_rewritten_as_3(
 # -- offline afterwards: the end-to-end run -------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_lock_stop_the_hub_then_sync_offline_and_verify_reverify_and_a_llama_trains(
     catalog: Catalog, tmp_path: Path
 ) -> None:
@@ -458,6 +467,7 @@ def test_lock_stop_the_hub_then_sync_offline_and_verify_reverify_and_a_llama_tra
     assert_clean_error(result, "does not verify over metadata.json against", str(other))
 
 
+@pytest.mark.subprocess
 def test_a_bundle_carries_the_signatures_and_sync_from_verifies_them_offline(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path, tmp_path: Path
 ) -> None:
@@ -482,6 +492,7 @@ def test_a_bundle_carries_the_signatures_and_sync_from_verifies_them_offline(
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.subprocess
 def test_a_signature_verified_once_is_not_verified_again_until_full_or_another_root(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path, tmp_path: Path
 ) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import CHILD_PRELUDE, TINY_ACTIVATION, LockedProject, tiny_locked_project
 
+pytestmark = pytest.mark.subprocess
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> LockedProject:

@@ -77,6 +77,7 @@ _LOAD_OFFLINE = """
 """
 
 
+@pytest.mark.subprocess
 def test_sync_then_offline_load_with_server_stopped(catalog: Catalog, user_env: dict[str, str], project: Path):
     """The repository holds a README and ~26 other variants: only the locked variant is fetched, and the
     kernels library itself then loads it (by commit, by version=N, and as a kernel dependency) with the
@@ -126,6 +127,7 @@ def test_sync_then_offline_load_with_server_stopped(catalog: Catalog, user_env: 
     assert "checked offline" in result.stdout
 
 
+@pytest.mark.subprocess
 def test_second_sync_makes_zero_requests(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{PAGED}" = "v1"\n')
     hub.log.clear()
@@ -163,6 +165,7 @@ def test_show_before_sync_and_table(user_env: dict[str, str], hub: HubServer, pr
     assert line.split() == [ACTIVATION, "v1", "v1", lock.kernels[0].commit[:12], CPU_ENV, "no", *signer]
 
 
+@pytest.mark.subprocess
 def test_all_environments_fills_a_shared_cache(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV, CUDA_ENV])
     shared = project.parent / "shared-cache"
@@ -420,6 +423,7 @@ def test_interrupted_download_resumes(user_env: dict[str, str], hub: HubServer, 
     assert syncing.check_variant(entry, variant, full=True)
 
 
+@pytest.mark.subprocess
 def test_sixteen_concurrent_syncs_on_one_cache(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{PAGED}" = "v1"\n')
     shared = project.parent / "shared"

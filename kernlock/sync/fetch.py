@@ -142,7 +142,11 @@ def client(hub: FileSource | None) -> Callable[[], FileSource]:
 
 
 def _link(blob: Path, link: Path, target: str) -> None:
-    """Point ``link`` at ``blob`` with the relative symlink ``target`` (as huggingface_hub does), atomically."""
+    """Point ``link`` at ``blob`` with the relative symlink ``target`` (as huggingface_hub does), atomically.
+
+    Where nothing is in its place yet (a first sync), the link is made right there: a symlink appears whole or not
+    at all. Only an entry to be replaced goes through a temporary name beside it, and a process killed between
+    the two steps leaves that name in the variant folder (verify reports it, the next sync removes it)."""
     make_folder(link.parent)
     if link.is_symlink() and os.readlink(link) == target:
         return
@@ -150,6 +154,11 @@ def _link(blob: Path, link: Path, target: str) -> None:
 
     if link.is_dir() and not link.is_symlink():  # a folder where the lock has a file
         shutil.rmtree(link)
+    try:
+        os.symlink(target, link)
+        return
+    except OSError:  # a wrong link or file to replace (FileExistsError), or no symlinks on this file system
+        pass
     tmp = link.with_name(f".{link.name}.{os.urandom(4).hex()}.tmp")  # not uuid: ~5 ms to import
     try:
         os.symlink(target, tmp)

@@ -79,6 +79,7 @@ def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
     assert hasattr(kernels, "get_kernel_dep") is bool(matrix_set.kernel_dependencies)
 
 
+@pytest.mark.subprocess
 def test_lock_pins_the_branch_heads(locked: LockedProject, catalog: Catalog) -> None:
     for spec in SPECS:
         repo, rev = spec.split("@")
@@ -86,6 +87,7 @@ def test_lock_pins_the_branch_heads(locked: LockedProject, catalog: Catalog) -> 
         assert locked.entry(repo).variant_for(CPU_ENV).name == CPU_VARIANT
 
 
+@pytest.mark.subprocess
 def test_kernlock_env_reports_the_transformers_gate(locked: LockedProject, matrix_set: MatrixSet) -> None:
     result = _ok(run_cli("env", "--json", "--project", str(locked.project), env=locked.env))
     report = json.loads(result.stdout)
@@ -105,6 +107,7 @@ def test_kernlock_env_reports_the_transformers_gate(locked: LockedProject, matri
     assert len(warnings) == (0 if matrix_set.transformers_gate else 1), shown
 
 
+@pytest.mark.subprocess
 def test_transformers_attention_path(locked: LockedProject, matrix_set: MatrixSet) -> None:
     """Gate on: a tiny Llama trains through the locked flash-attn2 v2 whatever version transformers asks for.
     Gate off (transformers rejects the installed kernels): the user sees transformers' own "incompatible kernels"
@@ -136,6 +139,7 @@ def test_transformers_attention_path(locked: LockedProject, matrix_set: MatrixSe
     assert f"asked for version={asked}" in child.stderr and "kernels.lock pins v2" in child.stderr, child.stderr[-3000:]
 
 
+@pytest.mark.subprocess
 def test_kernelize_a_locked_layer(locked: LockedProject) -> None:
     """``LayerRepository(version=1)`` of a repo locked at v2: kernelize swaps in the locked build's layer."""
     child = locked.run(
@@ -150,6 +154,7 @@ def test_kernelize_a_locked_layer(locked: LockedProject) -> None:
     assert report["loaded"][ACTIVATION]["identity"]["version"] == 2  # asked version=1
 
 
+@pytest.mark.subprocess
 def test_get_kernel_by_version_loads_the_locked_build(locked: LockedProject) -> None:
     child = locked.run(
         f"""
@@ -162,6 +167,7 @@ def test_get_kernel_by_version_loads_the_locked_build(locked: LockedProject) -> 
     assert all(identity == locked.identity(FA2) for identity in report["asked"].values())
 
 
+@pytest.mark.subprocess
 def test_kernel_dependencies_load_locked(locked: LockedProject, matrix_set: MatrixSet) -> None:
     if not matrix_set.kernel_dependencies:
         pytest.skip(matrix_set.note)
@@ -176,6 +182,7 @@ def test_kernel_dependencies_load_locked(locked: LockedProject, matrix_set: Matr
     assert report["dependency"] == {ACTIVATION: locked.identity(ACTIVATION)}
 
 
+@pytest.mark.subprocess
 def test_a_branch_moved_after_locking_still_loads_the_locked_commit(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ) -> None:

@@ -25,7 +25,10 @@ from kernlock.testing import HubServer
 
 MATRIX = load()
 BUILT = os.environ.get(ROOT_VARIABLE)
-pytestmark = pytest.mark.skipif(not BUILT, reason=f"needs the matrix venvs: run scripts/matrix.sh ({ROOT_VARIABLE})")
+pytestmark = [
+    pytest.mark.subprocess,
+    pytest.mark.skipif(not BUILT, reason=f"needs the matrix venvs: run scripts/matrix.sh ({ROOT_VARIABLE})"),
+]
 
 PYPROJECT = """\
 [project]

@@ -114,6 +114,7 @@ def test_bundle_and_sync_from_it_with_no_network(site: Site, tmp_path: Path) -> 
     assert "all match kernels.lock" in _ok(site.cli("verify", "--all-environments", env=node)).stdout
 
 
+@pytest.mark.subprocess
 def test_serve_with_gunicorn_and_a_node_syncs_from_it(site: Site, tmp_path: Path) -> None:
     args = ["--cache", site.env["HF_HUB_CACHE"], "--project", str(site.project)]
     with MirrorProcess(args, site.offline, tmp_path / "access.log") as server:
@@ -129,6 +130,7 @@ def test_run_activates_the_lock_in_the_child(site: Site) -> None:
     assert done.stdout.strip() == str(site.project / "kernels.lock")
 
 
+@pytest.mark.subprocess
 def test_import_kernlock_activate_and_a_load_without_torch(site: Site) -> None:
     """kernels answers `has_kernel` without torch; under activation kernlock refuses that load, naming torch (a lock
     names torch machines only), and `import kernlock.activate` itself works."""
@@ -153,6 +155,7 @@ def test_import_kernlock_activate_and_a_load_without_torch(site: Site) -> None:
     assert second.startswith("ActivationError kernlock cannot tell which locked build") and "torch" in second
 
 
+@pytest.mark.subprocess
 def test_a_damaged_lock_is_refused(site: Site, tmp_path: Path) -> None:
     damaged = tmp_path / "project"
     damaged.mkdir()
