@@ -126,7 +126,6 @@ def test_the_sample_hub_is_quiet_when_clients_go_away_and_stops_at_once_on_sigte
     nothing is printed, however many do. SIGTERM stops it at once, a request still being answered or not."""
     import socket
     import struct
-    import time
 
     server = _Served(["serve", str(catalog.root), "--latency", "0.2"])
     served.append(server)
@@ -140,9 +139,8 @@ def test_the_sample_hub_is_quiet_when_clients_go_away_and_stops_at_once_on_sigte
         client.close()
     waiting = socket.create_connection((host, int(port)))
     waiting.sendall(request)  # answered after the latency: the server stops in the middle of it
-    started = time.monotonic()
-    code, stderr = server.stop()
-    assert code == 0 and time.monotonic() - started < 5
+    code, stderr = server.stop()  # SIGTERM, then a bounded wait: a server that lingers fails there
+    assert code == 0
     assert stderr == "", stderr
     waiting.close()
 

@@ -66,10 +66,12 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
         "kernlock",
         "kernlock._version",
         "kernlock.cli",
+        "kernlock.cli.airgap",  # `bundle` and `serve` (click only)
         "kernlock.cli.app",
         "kernlock.cli.common",
         "kernlock.cli.console",
         "kernlock.cli.hook",  # the `kernlock hook` group's commands (click only)
+        "kernlock.cli.interop",  # `import` and `export` (click only)
         "kernlock.cli.run",
         "kernlock.errors",
         "kernlock.util",

@@ -9,10 +9,8 @@ import click
 from kernlock._version import __version__
 from kernlock.cli.common import examples, handle_errors, mark_verbose, project_option, verbose_option
 from kernlock.cli.common import file_option_value as _file
-from kernlock.cli.common import folder_option_value as _folder
 from kernlock.cli.run import check, run
 from kernlock.errors import DuplicateSpecError
-from kernlock.util.wording import count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -335,55 +333,6 @@ def show(as_json: bool, project_dir: Path | None) -> None:
     cli_output.print_show(rows, result.no_variant)
 
 
-@main.command(
-    "import",
-    epilog=examples(
-        ("kernlock import", "its commits kept"),
-        ("kernlock import --trust", "also untrusted publishers"),
-        page="migrating.md",
-    ),
-)
-@click.option("--trust", is_flag=True, help="Accept publishers the Hub does not mark as trusted (recorded).")
-@project_option
-@verbose_option()
-@handle_errors
-def import_(trust: bool, project_dir: Path | None) -> None:
-    """Migrate from the kernels library's lock, keeping its commits.
-
-    Reads [tool.kernels.dependencies] and its JSON kernels.lock; writes [tool.kernlock.kernels] and kernels.lock.
-    """
-    from kernlock import api
-    from kernlock.cli import output as cli_output
-
-    cli_output.print_import(api.import_kernels(project_dir, trust=trust))
-
-
-@main.command(
-    epilog=examples(
-        ("kernlock export --format kernels -o kernels.json", "for load_kernel"),
-        ("kernlock export --format kernels -o cpu.json --environment torch213-cxx11-cpu-x86_64-linux", ""),
-        page="migrating.md#exporting-for-load_kernel--get_locked_kernel",
-    )
-)
-@click.option(
-    "--format", "fmt", type=click.Choice(["kernels"]), required=True, help="kernels: the kernels library's JSON lock."
-)
-@click.option("-o", "--output", metavar="FILE", callback=_file, required=True, help="File to write.")
-@click.option("--environment", metavar="ENV", help="Only the entries of this locked environment.")
-@project_option
-@verbose_option()
-@handle_errors
-def export(fmt: str, output: Path, environment: str | None, project_dir: Path | None) -> None:
-    """Write the locked commits in another tool's lock format.
-
-    kernels: the kernels library's JSON lock, for its load_kernel / get_locked_kernel.
-    """
-    from kernlock import api
-
-    pins = api.export(project_dir, fmt, output, environment)
-    click.echo(f"wrote {output} ({count(len(pins), 'kernel')}, {fmt} format)")
-
-
 @main.command(epilog=examples(("kernlock outdated", ""), ("kernlock outdated --json", ""), page="locking.md"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @project_option
@@ -407,82 +356,11 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
     cli_output.print_outdated(report)
 
 
-@main.command(
-    epilog=examples(
-        ("kernlock bundle -o kernels.tar", "every environment of the lock"),
-        ("kernlock bundle -o cuda.tar --environment torch211-cxx11-cu128-x86_64-linux", ""),
-        page="airgap.md",
-    )
-)
-@click.option("-o", "--output", "out", required=True, metavar="FILE", callback=_file, help="The bundle to write.")
-@click.option(
-    "--environment",
-    "environments",
-    multiple=True,
-    metavar="ENV",
-    help="Bundle the variants this environment loads (repeatable); default: every environment of the lock.",
-)
-@project_option
-@verbose_option()
-@handle_errors
-def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -> None:
-    """Archive the lock and its files, for air-gapped sites.
+from kernlock.cli.airgap import bundle, serve  # noqa: E402  (their own module: this one stays short)
+from kernlock.cli.interop import export, import_  # noqa: E402
 
-    A deterministic tar: kernels.lock, a manifest and the files; `kernlock sync --from FILE` installs it.
-    """
-    from kernlock import api
-    from kernlock.cli import output as cli_output
-
-    cli_output.print_bundle(api.bundle(project_dir, out, list(environments) or None))
-
-
-@main.command(
-    epilog=examples(
-        ("kernlock serve --from kernels.tar --host 0.0.0.0 --port 8080", "HF_ENDPOINT=http://HOST:8080"),
-        ("kernlock serve --cache /shared/hf-cache", "from a synced cache"),
-        page="airgap.md#3b-or-one-mirror-for-the-fleet",
-    )
-)
-@click.option(
-    "--from", "from_bundle", metavar="FILE", callback=_file, help="Serve a bundle (with its own kernels.lock)."
-)
-@click.option(
-    "--cache",
-    metavar="DIRECTORY",
-    callback=_folder,
-    default=None,
-    help="Serve the project's kernels.lock from this kernel cache (default: KERNELS_CACHE / HF_HUB_CACHE).",
-)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Server processes.")
-@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Threads per process.")
-@click.option("--access-log", default="-", show_default=True, help="Access log file (-: standard output).")
-@project_option
-@verbose_option()
-@handle_errors
-def serve(
-    from_bundle: Path | None,
-    cache: Path | None,
-    host: str,
-    port: int,
-    workers: int,
-    threads: int,
-    access_log: str,
-    project_dir: Path | None,
-) -> None:
-    """Serve the locked commits as a read-only Hub mirror.
-
-    Point HF_ENDPOINT at it: a fleet's machines sync from it as from the Hub.
-    """
-    from kernlock import api
-    from kernlock.cli import output as cli_output
-
-    if from_bundle is not None and cache is not None:
-        raise click.UsageError("--from and --cache cannot be combined.")
-    app = api.mirror_app(project_dir, from_bundle, cache)
-    api.serve(app, host, port, workers, threads, access_log, lambda: cli_output.print_serving(app, host, port))
-
+for _command in (import_, export, bundle, serve):
+    main.add_command(_command)
 
 from kernlock.cli.hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)
 

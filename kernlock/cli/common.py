@@ -25,6 +25,7 @@ __all__ = [
     "file_option_value",
     "folder_option_value",
     "handle_errors",
+    "mark_verbose",
     "project_option",
     "verbose_option",
 ]

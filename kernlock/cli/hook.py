@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from kernlock.commands.hook import HookStatus
 
-__all__ = ["hook", "install", "status", "uninstall"]
+__all__ = ["hook", "install", "python_option", "status", "uninstall"]
 
 _PAGE = "clusters.md#launchers-and-the-environment"
 

@@ -18,7 +18,8 @@ from kernlock.lock.file import normalized
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
 from kernlock.project.inputs import Pin, Project, Requirement, Upgrade
 from kernlock.resolve import eligibility, nobuild
-from kernlock.util import interrupt, names
+from kernlock.resolve.dependencies import declared_dependencies
+from kernlock.util import interrupt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ def _dependencies(
             continue
         envs = {env for env, v in chosen.items() if v == name}
         where = f"{task.repo}@{commit[:12]} build/{name}/metadata.json"
-        for repo, rev in _declared_dependencies(metadata, where):
+        for repo, rev in declared_dependencies(metadata, where):
             sub = found.setdefault((repo, rev), _Task(repo=repo, rev=rev, required_by={task.repo}))
             sub.environments |= envs
     return list(found.values())
@@ -239,35 +240,6 @@ def _refusals(
             reason = eligibility.refusal(env, name, metadata, f"{repo}@{commit[:12]} build/{name}/metadata.json")
             if reason is not None:
                 found[env] = reason
-    return found
-
-
-def _declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]]:
-    """``kernel-depends`` of a metadata.json as (repo, rev): ``"version": N`` -> ``vN``, else the revision."""
-    deps = metadata.get("kernel-depends") if isinstance(metadata, dict) else None
-    if not isinstance(deps, list):
-        if deps is None:
-            return []
-        raise ResolutionError(f"{where}: `kernel-depends` is not a list; report it to the kernel's publisher.")
-    found: list[tuple[str, str]] = []
-    for dep in deps:
-        try:
-            repo = names.check_repo(dep.get("repo-id") if isinstance(dep, dict) else None)
-        except ValueError as err:
-            raise ResolutionError(
-                f"{where}: kernel dependency {dep!r:.200} has no `repo-id` (org/name): {err}; report it to the "
-                "kernel's publisher."
-            ) from None
-        version, revision = dep.get("version"), dep.get("revision")
-        if isinstance(version, int) and not isinstance(version, bool) and 0 <= version < 10_000:
-            found.append((repo, f"v{version}"))
-        elif version is None and isinstance(revision, str) and _is_ref(revision):
-            found.append((repo, revision))
-        else:
-            raise ResolutionError(
-                f"{where}: kernel dependency on {repo} has no `version` (an integer) or `revision` (a branch, tag or "
-                "commit); report it to the kernel's publisher."
-            )
     return found
 
 
@@ -308,14 +280,6 @@ def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
     if usable:
         return message + f". Pick one, e.g. `kernlock add {task.repo}@{usable[-1]}`."
     return message + ". Declare other environments, or ask the kernel's publisher for a build."
-
-
-def _is_ref(value: str) -> bool:
-    try:
-        names.check_ref(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
