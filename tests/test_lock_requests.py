@@ -4,7 +4,8 @@ A cold lock of K kernels costs 1 trust check per publisher, then per kernel 1 re
 ``build/`` at the resolved commit and 1 GET per distinct ``metadata.json`` blob among the variants it chose:
 environments whose builds share a ``metadata.json`` (the tree listing names each file's blob id) cost one read;
 and 1 GET per distinct ``metadata.json.sigstore`` blob of a signed variant (verified at lock time), once per build
-however many environments load it.
+however many environments load it; and 1 GET per distinct git file (Python source) a signed digest covers, checked
+against it at lock time (docs/security.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from helpers import write_pyproject
 
 from kernlock import api
 from kernlock.hub.client import Hub
+from kernlock.lock.model import Signature
 from kernlock.testing import Catalog, HubServer, create_kernel_repo
 
 ENVIRONMENTS = [
@@ -56,4 +58,17 @@ def test_each_distinct_metadata_blob_is_fetched_once(
     assert sum(shared in path for path in gets) == 1
     assert sum(distinct in path for path in gets) == 4
     assert sum(r.path.endswith("/metadata.json.sigstore") for r in hub.log.snapshot()) == 4
-    assert len(hub.log) == 1 + 2 * 2 + 1 + 4 + 4, [f"{r.method} {r.path}" for r in hub.log.snapshot()]
+    sources = {  # the signed builds' git files besides the signature's own two: each distinct blob read once
+        f.hash
+        for k in lock.kernels
+        for v in k.variants
+        if isinstance(v.signature, Signature)
+        for f in v.files
+        if f.algorithm == "git-sha1" and f.path not in ("metadata.json", "metadata.json.sigstore")
+    }
+    assert sources and not any(
+        k.repo == shared and isinstance(v.signature, Signature) for k in lock.kernels for v in k.variants
+    )
+    log = [f"{r.method} {r.path}" for r in hub.log.snapshot()]
+    assert len(hub.log) == 1 + 2 * 2 + 1 + 4 + 4 + len(sources), log
+    assert not any(line.endswith(".so") for line in log)
