@@ -57,7 +57,7 @@ import sys
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Binding:
     """One run's binding: its ``.pth`` file in ``site``."""
 
@@ -110,7 +110,7 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
             f"{settings.get('KERNLOCK_LOCKFILE')}` as the environment's owner, or launch so that the environment "
             "is passed on."
         ) from err
-    binding = Binding(site, pth)
+    binding = Binding(site=site, pth=pth)
     for other in _others(site, pth):
         if other["settings"] != settings and (clears or other.get("clears")):
             binding.remove()
