@@ -17,31 +17,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import socket
 from pathlib import Path
 
 from kernlock.lock.model import LockedKernel, LockedVariant
 from kernlock.sync.cache import under
-from kernlock.util import hfenv
+from kernlock.util import hfenv, processes
 from kernlock.util.sharing import make_folder
 
 __all__ = ["STAGING", "discard", "publish", "staging_folder", "withdraw"]
 
 STAGING = ".kernlock-staging"
-
-
-def _host() -> str:
-    return socket.gethostname().replace("-", "_") or "host"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
 
 
 def _sweep(staging: Path) -> None:
@@ -50,10 +35,10 @@ def _sweep(staging: Path) -> None:
         names = os.listdir(staging)
     except OSError:
         return
-    host = _host()
+    here = processes.host()
     for name in names:
-        parts = name.split("-")
-        if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and not _alive(int(parts[1])):
+        owner, _, pid = name.rpartition("-")[0].rpartition("-")  # <host>-<pid>-<random>; a host name may hold "-"
+        if owner == here and pid.isdigit() and processes.started(int(pid)) is None:
             _remove_tree(staging / name)
 
 
@@ -67,7 +52,9 @@ def staging_folder(entry: LockedKernel, variant: LockedVariant, cache: Path) -> 
     """A new, empty folder of this process in which to assemble ``variant``, at the variant folder's depth."""
     staging = under(cache, hfenv.repo_folder(entry.repo), STAGING)
     _sweep(staging)
-    folder = under(staging, f"{_host()}-{os.getpid()}-{os.urandom(4).hex()}", "build", variant.name, cache=cache)
+    folder = under(
+        staging, f"{processes.host()}-{os.getpid()}-{os.urandom(4).hex()}", "build", variant.name, cache=cache
+    )
     make_folder(folder)
     return folder
 
