@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.testing import CliRunner
 
 from kernlock.cli.app import main
 
@@ -36,9 +37,14 @@ def commands() -> list[tuple[str, click.Command, click.Context]]:
     return found
 
 
-def help_text(command: click.Command, ctx: click.Context) -> str:
-    """What ``kernlock ... --help`` prints."""
-    return command.get_help(ctx).rstrip()
+def help_text(words: str) -> str:
+    """What ``kernlock WORDS --help`` prints, through the real parser (so ``-h`` shows as it does at a terminal)."""
+    result = CliRunner().invoke(
+        main, [*words.split(), "--help"], prog_name="kernlock", terminal_width=WIDTH, max_content_width=WIDTH
+    )
+    if result.exit_code != 0:
+        raise RuntimeError(f"kernlock {words} --help failed: {result.output}")
+    return result.output.rstrip()
 
 
 def render() -> str:
@@ -53,9 +59,9 @@ def render() -> str:
         "a traceback only with `-v`), 2 a usage error.",
         "",
     ]
-    for words, command, ctx in commands():
+    for words, _command, _ctx in commands():
         title = f"kernlock {words}".strip()
-        lines += [f"## `{title}`", "", "```text", f"$ {title} --help", help_text(command, ctx), "```", ""]
+        lines += [f"## `{title}`", "", "```text", f"$ {title} --help", help_text(words), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

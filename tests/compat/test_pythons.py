@@ -27,9 +27,12 @@ from kernlock.testing import Catalog, HubServer
 from kernlock.testing.mirror_process import MirrorProcess, client_env, free_port
 
 _SET = current()
-pytestmark = pytest.mark.skipif(
-    _SET is None or _SET.python is None, reason="runs in the matrix sets of other Pythons (py310, py312, py313)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        _SET is None or _SET.python is None, reason="runs in the matrix sets of other Pythons (py310, py312, py313)"
+    ),
+    pytest.mark.subprocess,
+]
 
 CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
 ACTIVATION = "kernels-community/activation"
