@@ -281,7 +281,7 @@ def test_the_fixture_table_holds_every_variant_of_kernels_own_tests():
 def test_fixture_metadata_has_the_real_fields_and_parses_with_the_loaders_parser(catalog: Catalog):
     from kernels._rust import Metadata
 
-    from kernlock.testing.fixtures import _git
+    from kernlock.testing.fixtures.gitstream import git as _git
 
     repo = own_repo(catalog, {"v1": [SM90, "torch-universal"]}, kernels_minver={"v1": "0.17.0"})
     path = catalog.repo(repo).path
