@@ -4,7 +4,7 @@ that never imports kernels: `python -c pass`, with and without.
     python benchmarks/hook.py            # 101 runs of each, interleaved; medians of wall and CPU time, differences
     python benchmarks/hook.py --runs 21
 
-A fresh virtual environment (this one's packages reached through a ``.pth`` line, as tests/helpers.overlay_venv
+A fresh virtual environment (this one's packages reached through a ``.pth`` line, as tests/installs.overlay_venv
 makes it) runs ``python -c pass`` in turn without either, with the hook (unbound), and with one run's binding (this
 process standing for the run in progress), so that drift of the machine hits all alike. Bytecode of both modules is
 compiled once before timing; only the ``.pth`` files come and go.
@@ -23,7 +23,7 @@ from pathlib import Path
 from _common import in_scratch_folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from helpers import overlay_venv
+from installs import overlay_venv
 
 from kernlock.commands import runbind
 

@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SCRUBBED, ProcessLog, build_wheel, clean_env, test_trusted_root, wheel_venv
+from envs import SCRUBBED, test_trusted_root, user_env_for
+from installs import ROOT, build_wheel, wheel_venv
+from processes import ProcessLog
 
 from kernlock.testing import Catalog, HubServer, build_catalog
 
-PROCESSES = ProcessLog()  # what the running test started (helpers.ProcessLog: git left out)
+PROCESSES = ProcessLog()  # what the running test started (processes.ProcessLog: git left out)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -79,12 +81,7 @@ def hub(hub_server: HubServer) -> Iterator[HubServer]:
 @pytest.fixture
 def user_env(tmp_path: Path, hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A user's environment pointed at the local Hub with fresh caches; also applied to this process."""
-    env = clean_env(
-        **hub.env(),
-        HF_HOME=str(tmp_path / "hf-home"),
-        HF_HUB_CACHE=str(tmp_path / "hf-cache"),
-        KERNLOCK_CACHE=str(tmp_path / "kernlock-cache"),
-    )
+    env = user_env_for(tmp_path, hub)
     for key in SCRUBBED:
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():

@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, run_cli, write_pyproject
+from cli import run_cli
+from envs import clean_env
+from processes import CHILD_PRELUDE
+from projects import CPU_ENV, write_pyproject
 
 from kernlock.airgap import bundle as bundles
 from kernlock.lock import file as lockfile

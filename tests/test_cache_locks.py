@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, write_pyproject
+from projects import CPU_ENV, write_pyproject
 
 from kernlock import api
 from kernlock.sync import engine as syncing

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, assert_clean_error, run_cli, user_env_for, write_pyproject
+from cli import assert_clean_error, run_cli
+from envs import user_env_for
+from projects import CPU_ENV, write_pyproject
 
 from kernlock.testing import Catalog, HubServer
 

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, own_repo, run_cli, user_env_for, write_pyproject
+from cli import run_cli
+from envs import user_env_for
+from projects import CPU_ENV, own_repo, write_pyproject
 
 from kernlock.commands import regression
 from kernlock.commands.check_record import CheckReport, CheckRow

@@ -39,13 +39,13 @@ def test_the_clock_pattern_catches_what_it_must() -> None:
     assert not CLOCKS.search("assert hub.log.count(contains='/resolve/') == 3")
 
 
-def test_child_process_helpers_live_in_helpers_py() -> None:
-    """The snippets every child process runs are defined once, in tests/helpers.py."""
+def test_child_process_helpers_live_in_processes_py() -> None:
+    """The snippets every child process runs are defined once, in tests/processes.py."""
     copies = {
         marker: [str(p.relative_to(TESTS)) for p in _test_sources() if marker in p.read_text()]
         for marker in ("class SiluAndMul(nn.Module)", "sys.addaudithook(", "def train_llama(", "class Child:")
     }
-    assert all(found == ["helpers.py"] for found in copies.values()), copies
+    assert all(found == ["processes.py"] for found in copies.values()), copies
 
 
 # -- the code: an acyclic import graph, small modules, a declared API -------------------------------------------

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import clean_env
+from envs import clean_env
 
 pytestmark = pytest.mark.subprocess
 

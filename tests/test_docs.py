@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from helpers import clean_env, kernlock_usage_problem
+from cli import kernlock_usage_problem
+from envs import clean_env
 
 import kernlock.testing
 from kernlock.cli.app import main

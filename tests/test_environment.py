@@ -9,13 +9,13 @@ import subprocess
 import sys
 
 import pytest
-from helpers import DIFF_NOARCH
-from helpers import diff_pool as _diff_pool
-from helpers import random_system as _random_system
 from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from kernels.variants import parse_variant, resolve_variant
 from packaging.version import Version
+from variant_cases import DIFF_NOARCH
+from variant_cases import diff_pool as _diff_pool
+from variant_cases import random_system as _random_system
 
 from kernlock.environments.environment import Environment, detect
 from kernlock.errors import EnvironmentStringError, SpecError

@@ -14,7 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, clean_env, own_repo, run_cli, user_env_for, venv_env, write_pyproject
+from cli import run_cli
+from envs import clean_env, user_env_for
+from installs import venv_env
+from projects import CPU_ENV, own_repo, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer, move_branch
@@ -208,7 +211,7 @@ def test_readme_quick_start_pasted_line_by_line_into_an_empty_folder(
     assert len(chosen) == (2 if torch else 1), [part.splitlines()[0] for part in parts]
     commands = [command for part in chosen for block in _consoles(part) for command in _pasted(block)]
     bin_folder = Path(sys.executable).parent if torch else wheel_installed("3.12")
-    env = venv_env(bin_folder, {**user_env_for(tmp_path), **hub.env()})
+    env = venv_env(bin_folder, user_env_for(tmp_path, hub))
     empty = tmp_path / "empty"
     empty.mkdir()
     done = subprocess.run(

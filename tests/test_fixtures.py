@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import clean_env
+from envs import clean_env
 
 from kernlock.testing import HubServer
 from kernlock.testing.fixtures import (

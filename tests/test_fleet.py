@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, TINY_ACTIVATION, LockedProject, run_cli, tiny_locked_project
+from cli import run_cli
+from projects import CPU_ENV, TINY_ACTIVATION, LockedProject, tiny_locked_project
 
 from kernlock.lock import file as lockfile
 from kernlock.sync import engine as syncing

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 import pytest
+from cli import kernlock_usage_problem
 from click.testing import CliRunner
-from helpers import kernlock_usage_problem
 
 from kernlock.cli.app import main
 from kernlock.cli.common import DOCS_URL

@@ -20,14 +20,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import (
-    RANK_PRELUDE,
-    TINY_ACTIVATION,
-    TINY_ATTENTION,
-    LockedProject,
-    overlay_venv,
-    tiny_locked_project,
-)
+from installs import overlay_venv
+from processes import RANK_PRELUDE
+from projects import TINY_ACTIVATION, TINY_ATTENTION, LockedProject, tiny_locked_project
 
 pytestmark = pytest.mark.subprocess
 

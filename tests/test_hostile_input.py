@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli import assert_clean_error, run_cli
 from click.testing import CliRunner
-from helpers import CPU_ENV, assert_clean_error, run_cli, write_pyproject
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from projects import CPU_ENV, write_pyproject
 
 from kernlock import api
 from kernlock.cli.app import main

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, give_away, has_receipt, run_cli, write_pyproject
+from cli import run_cli
+from projects import CPU_ENV, has_receipt, write_pyproject
+from users import give_away
 
 from kernlock.hub.answers import MAX_LISTING, MAX_READ
 from kernlock.hub.client import Hub

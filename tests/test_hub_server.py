@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import clean_env
+from envs import clean_env
 
 from kernlock.testing import HubServer, make_app
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, run_cli, run_cli_imports, write_pyproject
+from cli import run_cli, run_cli_imports
+from projects import CPU_ENV, write_pyproject
 
 from kernlock import api
 from kernlock.testing import HubServer

@@ -14,7 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_HELPERS, CHILD_PRELUDE, TINY_ACTIVATION, Child, LockedProject, tiny_locked_project
+from processes import CHILD_HELPERS, CHILD_PRELUDE, Child
+from projects import TINY_ACTIVATION, LockedProject, tiny_locked_project
 
 pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
 

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, run_cli, user_env_for, venv_env, write_pyproject
+from cli import run_cli
+from envs import user_env_for
+from installs import venv_env
+from projects import CPU_ENV, write_pyproject
 
 from kernlock._version import __version__
 from kernlock.lock import file as lockfile
@@ -35,7 +38,7 @@ NOT_SYNCED = (
 
 def _user(bin_folder: Path, base: Path, hub: HubServer) -> dict[str, str]:
     """A user's shell with that environment's `kernlock` first on PATH, fresh caches, pointed at the session's Hub."""
-    return venv_env(bin_folder, {**user_env_for(base), **hub.env()})
+    return venv_env(bin_folder, user_env_for(base, hub))
 
 
 def _kernlock(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

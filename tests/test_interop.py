@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from helpers import CHILD_HELPERS, CHILD_PRELUDE, CPU_ENV, Child, assert_clean_error, run_cli, write_pyproject
+from cli import assert_clean_error, run_cli
+from processes import CHILD_HELPERS, CHILD_PRELUDE, Child
+from projects import CPU_ENV, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity

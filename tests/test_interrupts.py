@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, write_pyproject
+from projects import CPU_ENV, write_pyproject
 
 from kernlock import api
 from kernlock.lock import file as lockfile

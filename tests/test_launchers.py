@@ -17,7 +17,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from helpers import CHILD_PRELUDE, TINY_ACTIVATION, TINY_ATTENTION, LockedProject, tiny_locked_project
+from processes import CHILD_PRELUDE
+from projects import TINY_ACTIVATION, TINY_ATTENTION, LockedProject, tiny_locked_project
 
 from kernlock.testing import HubServer, move_branch
 

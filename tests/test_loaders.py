@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 import test_runtime
-from helpers import CPU_ENV, Child, kernelize_silu_and_mul
+from processes import Child, kernelize_silu_and_mul
+from projects import CPU_ENV
 from test_runtime import ACTIVATION, FA2, LAYER_NORM, PAGED, UNLOCKED, Runtime, _tampered_cache
 
 from kernlock.environments.compat import transformers_gate

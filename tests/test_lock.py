@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import CPU_ENV, fresh_hub, own_repo, write_pyproject
+from projects import CPU_ENV, fresh_hub, own_repo, write_pyproject
 
 from kernlock import api
 from kernlock.cli.app import main

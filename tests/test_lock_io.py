@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 import tomlkit
-from helpers import CPU_ENV, give_away, write_pyproject
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from projects import CPU_ENV, write_pyproject
 from test_fuzz import valid_locks
+from users import give_away
 
 from kernlock import api
 from kernlock.lock import file as lockfile

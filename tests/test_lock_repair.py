@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli import assert_clean_error, run_cli
 from click.testing import CliRunner, Result
-from helpers import CPU_ENV, assert_clean_error, clean_env, own_repo, run_cli, write_pyproject
+from envs import clean_env
+from projects import CPU_ENV, own_repo, write_pyproject
 
 from kernlock.cli.app import main
 from kernlock.lock import file as lockfile

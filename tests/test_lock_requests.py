@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from helpers import write_pyproject
+from projects import write_pyproject
 
 from kernlock import api
 from kernlock.hub.client import Hub

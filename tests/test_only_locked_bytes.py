@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CPU_ENV, receipt_file, run_cli, write_pyproject
+from cli import run_cli
+from projects import CPU_ENV, receipt_file, write_pyproject
 
 from kernlock import api
 from kernlock.errors import IntegrityError, NotSyncedError

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, run_cli, user_env_for, write_pyproject
+from cli import run_cli
+from envs import user_env_for
+from projects import CPU_ENV, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer

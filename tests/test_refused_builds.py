@@ -22,7 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import CPU_ENV, assert_clean_error, fresh_hub, own_repo, run_cli, write_pyproject
+from cli import assert_clean_error, run_cli
+from projects import CPU_ENV, fresh_hub, own_repo, write_pyproject
 
 from kernlock import api
 from kernlock.lock import file as lockfile

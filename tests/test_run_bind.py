@@ -3,7 +3,7 @@ at its first kernel import with one line naming the fix; never an unlocked load 
 
 `env -i`, `srun --export=NONE`, pdsh and ssh start each rank with nothing of `kernlock run`'s environment: no
 ``PYTHONPATH`` (so no sitecustomize), no ``KERNLOCK_*``. Each test here runs kernlock from a fresh environment of
-its own (tests/helpers.overlay_venv: a site-packages the run may bind), starts its ranks with ``env -i`` and a
+its own (tests/installs.overlay_venv: a site-packages the run may bind), starts its ranks with ``env -i`` and a
 HOME of their own, and moves the upstream branch first with the Hub running: an unlocked rank loads the moved
 build, a locked one the locked build from the synced cache with no socket opened.
 """
@@ -19,7 +19,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import RANK_PRELUDE, TINY_ACTIVATION, LockedProject, overlay_venv, tiny_locked_project
+from installs import overlay_venv
+from processes import RANK_PRELUDE
+from projects import TINY_ACTIVATION, LockedProject, tiny_locked_project
 
 from kernlock.commands import runbind
 from kernlock.testing import HubServer, move_branch

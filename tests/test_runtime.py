@@ -20,18 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import (
-    CHILD_HELPERS,
-    CHILD_PRELUDE,
-    CPU_ENV,
-    Child,
-    LockedProject,
-    clean_env,
-    kernelize_silu_and_mul,
-    run_cli,
-    user_env_for,
-    write_pyproject,
-)
+from cli import run_cli
+from envs import clean_env, user_env_for
+from processes import CHILD_HELPERS, CHILD_PRELUDE, Child, kernelize_silu_and_mul
+from projects import CPU_ENV, LockedProject, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock
@@ -87,7 +79,7 @@ def rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
 def online(rt: Runtime, tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
     """The Hub running again, and a user environment pointed at it with an empty cache."""
     with HubServer(rt.root) as server:
-        env = {**user_env_for(tmp_path), **server.env()}
+        env = user_env_for(tmp_path, server)
         yield server, env
 
 

@@ -3,7 +3,7 @@ the second user syncs, verifies and loads what the first downloaded, and downloa
 the first made; a cache the user may only read still serves `sync --offline`, `verify` and loads.
 
 The users are real (made with useradd, once per session; the suite runs as root, else these tests are skipped),
-each with their own HOME and kernlock cache. They run a copy of this interpreter (helpers.portable_python) in a
+each with their own HOME and kernlock cache. They run a copy of this interpreter (users.portable_python) in a
 folder every user can reach: the clone's .venv and the base interpreter may lie in a home folder only its owner may
 enter (0700, 0750), and no test opens such a folder to others.
 """
@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_PRELUDE, CPU_ENV, clean_env, portable_python, reachable_by_others, write_pyproject
+from envs import clean_env
+from processes import CHILD_PRELUDE
+from projects import CPU_ENV, write_pyproject
+from users import portable_python, reachable_by_others
 
 from kernlock import api
 from kernlock.lock import file as lockfile

@@ -18,16 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
-    CPU_ENV,
-    assert_clean_error,
-    fresh_hub,
-    own_repo,
-    run_cli,
-    run_cli_imports,
-    user_env_for,
-    write_pyproject,
-)
+from cli import assert_clean_error, run_cli, run_cli_imports
+from envs import user_env_for
+from projects import CPU_ENV, fresh_hub, own_repo, write_pyproject
 
 from kernlock import api
 from kernlock.errors import SignatureError

@@ -9,7 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import CHILD_PRELUDE, TINY_ACTIVATION, LockedProject, tiny_locked_project
+from processes import CHILD_PRELUDE
+from projects import TINY_ACTIVATION, LockedProject, tiny_locked_project
 
 pytestmark = pytest.mark.subprocess
 

@@ -13,8 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli import run_cli
 from click.testing import CliRunner
-from helpers import CPU_ENV, has_receipt, receipt_file, run_cli, write_pyproject
+from projects import CPU_ENV, has_receipt, receipt_file, write_pyproject
 
 from kernlock import api
 from kernlock.cli.app import main

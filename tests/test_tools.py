@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CPU_ENV, clean_env, kernlock_usage_problem, run_cli, write_pyproject
+from cli import kernlock_usage_problem, run_cli
+from envs import clean_env
+from projects import CPU_ENV, write_pyproject
 
 from kernlock.testing import Catalog, HubServer
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import fresh_hub, own_repo
 from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from packaging.version import Version
+from projects import fresh_hub, own_repo
 
 from kernlock import api
 from kernlock.cli.app import main

@@ -21,8 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli import run_cli
 from compat_matrix import MatrixSet, current, load
-from helpers import CPU_ENV, LockedProject, kernelize_silu_and_mul, run_cli, user_env_for, write_pyproject
+from envs import user_env_for
+from processes import kernelize_silu_and_mul
+from projects import CPU_ENV, LockedProject, write_pyproject
 
 from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, move_branch, read_identity

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli import assert_clean_error, run_cli
 from compat_matrix import current
-from helpers import CPU_ENV, assert_clean_error, run_cli, user_env_for, write_pyproject
+from envs import user_env_for
+from projects import CPU_ENV, write_pyproject
 
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.mirror_process import MirrorProcess, client_env, free_port
@@ -62,7 +64,7 @@ def site(catalog: Catalog, hub_server: HubServer, tmp_path_factory: pytest.TempP
     project = base / "project"
     project.mkdir()
     write_pyproject(project, "", environments=[CPU_ENV, CUDA_ENV])
-    env = {**user_env_for(base), **hub_server.env()}
+    env = user_env_for(base, hub_server)
     site = Site(project=project, env=env, offline={**env, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
     added = _ok(site.cli("add", f"{ACTIVATION}@v2", f"{FA2}@v4", "--no-sync"))
     assert f'added {ACTIVATION} = "v2"' in added.stdout

@@ -25,10 +25,10 @@ import logging
 import random
 
 import pytest
-from helpers import DIFF_NOARCH, diff_pool, random_declaration, random_metadata, random_system
 from kernels import backends as kernels_backends
 from kernels import variants as kernels_variants
 from packaging.version import Version
+from variant_cases import DIFF_NOARCH, diff_pool, random_declaration, random_metadata, random_system
 
 from kernlock.environments.environment import Environment
 from kernlock.resolve import eligibility

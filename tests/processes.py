@@ -1,0 +1,145 @@
+"""Processes: the check that sees every process a test starts (:class:`ProcessLog`), and the snippets every child
+process runs to load kernels as a user's program would (:data:`CHILD_PRELUDE`, :data:`CHILD_HELPERS`, :class:`Child`).
+One copy each: look here before writing one in a test."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+
+class ProcessLog:
+    """The processes this (the pytest) process starts, git left out, noted while ``names`` is a list: the check
+    behind the ``subprocess`` marker (tests/conftest.py). An audit hook, so it sees every way to start one
+    (subprocess, os.posix_spawn, os.system, a fork), from C too; git does not count, as the test Hub and the fixture
+    repositories run it all the time."""
+
+    STARTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.fork", "os.forkpty"})
+
+    def __init__(self) -> None:
+        self.names: list[str] | None = None
+        sys.addaudithook(self._audit)  # for the rest of the process: audit hooks cannot be removed
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.names is None or event not in self.STARTS:
+            return
+        from os import fsdecode
+        from os.path import basename
+
+        if event == "subprocess.Popen":  # (executable, args, cwd, env)
+            argv = args[1]
+            program = args[0] or (
+                argv if isinstance(argv, (str, bytes)) or not hasattr(argv, "__getitem__") else argv[0]
+            )
+        elif event == "os.posix_spawn":  # (path, argv, env)
+            program = args[0]
+        elif event == "os.system":  # (command,)
+            program = fsdecode(args[0]).split()[0]
+        else:
+            program = "a fork of the test process"
+        name = basename(fsdecode(program))
+        if name != "git":
+            self.names.append(name)
+
+
+# First, before anything else in a child: record every socket the process connects.
+CHILD_PRELUDE = """\
+import json, sys
+CONNECTS = []
+sys.addaudithook(lambda event, args: CONNECTS.append(repr(args[1])) if event == "socket.connect" else None)
+"""
+# Functions every child may call: what kernels loaded (by the identity each build exports), a tiny Llama trained
+# one step, and the closing REPORT line that Child.report reads.
+CHILD_HELPERS = """\
+def loaded():
+    import kernels
+    found = {}
+    for k in kernels.get_loaded_kernels():
+        identity = getattr(k.module, "KERNEL_IDENTITY", None)
+        if identity is not None:
+            commit = k.repo_info.revision if k.repo_info is not None else None
+            found[identity["repo"]] = {"commit": commit, "identity": identity, "calls": dict(k.module.CALL_COUNTS)}
+    return found
+
+
+def train_llama(attn, **kwargs):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **kwargs)
+    model.train()
+    ids = torch.randint(0, 64, (2, 8))
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grad = model.model.layers[0].self_attn.q_proj.weight.grad
+    return model, {"attn": model.config._attn_implementation, "loss": float(loss), "q_grad": float(grad.abs().sum())}
+
+
+def report(**extra):
+    print("REPORT " + json.dumps({"loaded": loaded(), "connects": CONNECTS, **extra}), flush=True)
+"""
+
+
+# The start of a rank's script in the cluster tests (tests/test_hook.py, tests/test_run_bind.py): it says it started
+# (a rank that stops at its first kernel import printed only this), imports kernels and reads the activation.
+RANK_PRELUDE = (
+    CHILD_PRELUDE
+    + CHILD_HELPERS
+    + """
+import os
+print("started", flush=True)
+import kernels
+from kernlock.runtime import state as activated
+"""
+)
+
+
+def kernelize_silu_and_mul(repo: str) -> str:
+    """Child code: a ``SiluAndMul`` layer kernelized from ``repo``'s layer (asked as version 1) into ``layer``."""
+    return textwrap.dedent(
+        f"""
+        import torch
+        from torch import nn
+        from kernels import LayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
+
+        @use_kernel_forward_from_hub("SiluAndMul")
+        class SiluAndMul(nn.Module):
+            def forward(self, x):
+                d = x.shape[-1] // 2
+                return nn.functional.silu(x[..., :d]) * x[..., d:]
+
+        layer = nn.Sequential(SiluAndMul())
+        mapping = {{"SiluAndMul": {{"cpu": LayerRepository("{repo}", layer_name="SiluAndMul", version=1)}}}}
+        with use_kernel_mapping(mapping):
+            kernelize(layer, mode=Mode.INFERENCE, device="cpu")
+        """
+    )
+
+
+@dataclass
+class Child:
+    """What a child process left: its exit code, output, and the REPORT line it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        for line in self.stdout.splitlines():
+            if line.startswith("REPORT "):
+                return json.loads(line[len("REPORT ") :])
+        raise AssertionError(f"no report (exit {self.returncode}):\n{self.stdout}\n{self.stderr[-4000:]}")
+
+    def error_line(self) -> str:
+        """The last line of stderr: what the user sees of an uncaught exception."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
