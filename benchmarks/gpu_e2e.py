@@ -14,7 +14,7 @@
 
 Run on the GPU machine from the repository root: `python benchmarks/gpu_e2e.py` (kernlock importable, e.g.
 `PYTHONPATH=.`). Prints everything a reviewer needs; exits 1 if any check fails. Not part of the CPU test suite;
-tests/test_gpu_e2e_cpu.py runs its CPU parts.
+tests/system/test_gpu_e2e_cpu.py runs its CPU parts.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def make_repo(hub_root: Path, cuda_builds: dict[int, Path]) -> None:
     """flash-attn2 with CPU builds on v2/v3 and the given prebuilt CUDA variant folders uploaded onto them."""
     from kernlock.testing import create_kernel_repo
 
-    # Unsigned builds: the GPU image has no sigstore (signatures are tested on CPU, tests/test_signatures.py); the
+    # Unsigned builds: the GPU image has no sigstore (signatures are tested on CPU,
+    # tests/functional/test_signatures.py); the
     # lock records them as "unsigned", as it does for any build without a bundle.
     repo = create_kernel_repo(
         hub_root,
@@ -182,7 +183,9 @@ def main() -> None:
     cuda = env.facts()["cuda"]
     print(f"environment: {env}")
     if cuda is None:
-        raise SystemExit("no CUDA here: run this on a CUDA machine (tests/test_gpu_e2e_cpu.py covers the CPU parts)")
+        raise SystemExit(
+            "no CUDA here: run this on a CUDA machine (tests/system/test_gpu_e2e_cpu.py covers the CPU parts)"
+        )
     with tempfile.TemporaryDirectory(prefix="kernlock-gpu-") as tmp:
         work = Path(tmp)
         start = time.perf_counter()

@@ -17,7 +17,7 @@ Run on the GPU machine from the repository root (kernlock importable, e.g. `PYTH
 kernels 0.17.x): `python gpu/capability_demo.py`. Exits 1 if a check fails. A dry run on a CPU machine:
 `python gpu/capability_demo.py --declare '{"name": "torch213-cxx11-cu130-x86_64-linux", "cuda-capabilities":
 ["9.0"]}'` (there the last check fails: without a GPU the loader has no capability to check). Not part of the
-CPU test suite (tests/test_variant_language.py checks the same refusals with declared capabilities).
+CPU test suite (tests/functional/test_variant_language.py checks the same refusals with declared capabilities).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Generate docs/cli.md from the click commands, so the CLI reference cannot drift from the code.
 
 Each command's section is its real ``--help`` output (at a fixed width of :data:`WIDTH` columns), examples included.
-Run `python scripts/cli_reference.py` after changing a command; tests/test_docs.py fails while docs/cli.md differs.
+Run `python scripts/cli_reference.py` after changing a command; tests/unit/test_docs.py fails while docs/cli.md differs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python scripts/supported_versions.py           # rewrite the table between the markers in README.md
     python scripts/supported_versions.py --check   # exit 1 when README.md disagrees with the matrix
 
-tests/test_docs.py fails when the README is out of date.
+tests/unit/test_docs.py fails when the README is out of date.
 """
 
 from __future__ import annotations

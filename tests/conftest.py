@@ -1,5 +1,13 @@
 """Shared fixtures: one local Hub over the realistic catalog per test session, isolated caches per test; the check
-behind the ``subprocess`` marker.
+behind the ``subprocess`` marker and the one that keeps ``tests/unit`` units.
+
+Folders, by kind (README, Developing):
+
+- ``tests/unit``: no Hub, no process: the readers, writers, parsers, the docs and the code's health. Checked: a test
+  there that uses the session Hub (its ``catalog``) or carries the ``subprocess`` or ``root`` marker fails.
+- ``tests/functional``: kernlock against the session Hub, in this process and through its command line.
+- ``tests/system``: what spans processes, users and machines: launchers, ranks, fleets, other Unix users, installs.
+- ``tests/compat``: the compatibility matrix (scripts/matrix.sh runs it in each set).
 
 Markers (pyproject.toml registers them; README, Developing, says how to pick tests by them):
 
@@ -47,6 +55,20 @@ def _processes_need_the_subprocess_marker(request: pytest.FixtureRequest) -> Ite
             "@pytest.mark.subprocess (tests/conftest.py says which tests get it)",
             pytrace=False,
         )
+
+
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+@pytest.fixture(autouse=True)
+def _units_stay_units(request: pytest.FixtureRequest) -> None:
+    """A test in tests/unit uses no Hub and starts no process (it belongs in tests/functional or tests/system)."""
+    if not request.node.path.is_relative_to(UNIT):
+        return
+    marked = [name for name in ("subprocess", "root") if request.node.get_closest_marker(name)]
+    if marked or "catalog" in request.fixturenames:
+        what = f"the {marked[0]} marker" if marked else "the session Hub"
+        pytest.fail(f"a unit test with {what}: move it to tests/functional or tests/system", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

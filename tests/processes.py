@@ -88,8 +88,9 @@ def report(**extra):
 """
 
 
-# The start of a rank's script in the cluster tests (tests/test_hook.py, tests/test_run_bind.py): it says it started
-# (a rank that stops at its first kernel import printed only this), imports kernels and reads the activation.
+# The start of a rank's script in the cluster tests (tests/system/test_hook.py, tests/system/test_run_bind.py): it
+# says it started (a rank that stops at its first kernel import printed only this), imports kernels and reads the
+# activation.
 RANK_PRELUDE = (
     CHILD_PRELUDE
     + CHILD_HELPERS

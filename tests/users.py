@@ -1,4 +1,4 @@
-"""The other users of the machine (tests/test_shared_cache.py): a folder given to one, and an interpreter they
+"""The other users of the machine (tests/system/test_shared_cache.py): a folder given to one, and an interpreter they
 can all run."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ tomlkit items cost 376 ms for a 20-kernel x 26-environment lock. This writer ren
 
 Within a table, plain values come first, then tables and arrays of tables, each in insertion order (TOML puts a
 table's own keys before its sub-tables; tomlkit writes them so too). The equivalence with tomlkit is a test
-(tests/test_lock_io.py) over generated documents.
+(tests/functional/test_lock_io.py) over generated documents.
 """
 
 from __future__ import annotations

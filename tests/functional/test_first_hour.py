@@ -24,7 +24,7 @@ from kernlock.testing import Catalog, HubServer, move_branch
 
 pytestmark = pytest.mark.subprocess
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CU128 = "torch211-cxx11-cu128-x86_64-linux"
 
 

@@ -293,7 +293,8 @@ def test_an_answer_cache_others_could_write_is_not_trusted(
 ):
     """A forged build tree that passes every check (another file hash) steers the lock when it sits in the user's
     own cache, which only the user can write; in a cache folder others can write it is never read. (Signatures
-    are off here: with them, the signed digest refuses this forgery at lock time, tests/test_signatures.py.)"""
+    are off here: with them, the signed digest refuses this forgery at lock time,
+    tests/functional/test_signatures.py.)"""
     write_pyproject(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV])
     with (project / "pyproject.toml").open("a") as handle:
         handle.write('\n[tool.kernlock.signatures]\nmode = "off"\n')

@@ -6,6 +6,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 from envs import clean_env
+from installs import ROOT
 
 from kernlock.testing import HubServer, make_app
 
@@ -679,3 +681,20 @@ def test_cli_prints_a_url_that_answers(world: World) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.subprocess
+def test_the_testing_hub_example_passes_under_pytest(tmp_path: Path) -> None:
+    """docs/testing-hub.md's example is what a user copies into their CI: as written, it passes under pytest."""
+    page = (ROOT / "docs" / "testing-hub.md").read_text()
+    [example] = [block for block in re.findall(r"```python\n(.*?)```", page, re.S) if "def test_" in block]
+    (tmp_path / "test_with_a_local_hub.py").write_text(example)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_with_a_local_hub.py"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 passed" in done.stdout

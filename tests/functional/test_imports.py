@@ -6,6 +6,9 @@ The Hub is unreachable while they run (``HF_ENDPOINT`` points at a closed port),
 
 from __future__ import annotations
 
+import ctypes.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,8 @@ from cli import run_cli, run_cli_imports
 from projects import CPU_ENV, write_pyproject
 
 from kernlock import api
+from kernlock.environments.environment import detect
+from kernlock.environments.gpus import nvml_capabilities
 from kernlock.testing import HubServer
 
 pytestmark = pytest.mark.subprocess
@@ -104,7 +109,7 @@ def test_local_commands_import_no_network_loader_or_torch(
     reads it without tomlkit (the standard library's parser). Installed versions (`env`, the facts of this
     machine) are read through importlib.metadata by `env` alone: the others never import it. No command here imports
     sigstore: `verify` checks each signed digest again, and the bundle that `sync` had sigstore verify is
-    remembered (`verify --full` verifies it again: tests/test_signatures.py)."""
+    remembered (`verify --full` verifies it again: tests/functional/test_signatures.py)."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
@@ -230,3 +235,46 @@ def test_a_command_that_fetches_imports_the_network_stack(user_env: dict[str, st
     assert done.returncode == 0, done.stderr
     assert "huggingface_hub.file_download" in modules
     assert "torch" not in modules
+
+
+@pytest.mark.subprocess
+def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
+    """The CLI reads torch/version.py instead of importing torch; both paths must name the same environment."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from kernlock.environments.environment import _detect_from_version_file, _detect_with_torch\n"
+        "fast = _detect_from_version_file()\n"
+        "assert 'torch' not in sys.modules, 'the fast path imported torch'\n"
+        "print(fast, _detect_with_torch())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == out[1] == str(detect())
+
+
+@pytest.mark.subprocess
+def test_local_commands_do_not_import_kernels() -> None:
+    code = (
+        "import kernlock.environments.environment, sys\n"
+        "from kernlock.environments.environment import Environment\n"
+        "Environment.parse('torch213-cxx11-cpu-x86_64-linux').select_variant(['torch-cpu'])\n"
+        "assert 'kernels' not in sys.modules\n"
+        "import kernlock.variants.grammar\n"
+        "assert not {'kernels', 'huggingface_hub', 'torch'} & set(sys.modules), sorted(sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has an NVIDIA driver")
+def test_without_the_driver_nvml_gives_no_answer_and_imports_nothing_heavy(monkeypatch: pytest.MonkeyPatch):
+    """No libnvidia-ml (this CPU machine): None, so `kernlock env` falls back to torch's answer as before; the
+    probe itself imports only ctypes."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert nvml_capabilities() is None
+    code = "import sys; from kernlock.environments.gpus import nvml_capabilities; "
+    code += "nvml_capabilities(); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

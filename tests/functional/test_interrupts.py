@@ -116,7 +116,7 @@ class _Killed(BaseException):
 def test_a_kill_just_after_a_file_is_linked_leaves_nothing_partial_visible(
     user_env: dict[str, str], hub: HubServer, project: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """The moment a SIGKILL above (and tests/test_airgap.py's) hits only now and then: sync has just made a
+    """The moment a SIGKILL above (and tests/functional/test_airgap.py's) hits only now and then: sync has just made a
     snapshot link. What the variant folder holds then is that link, never a temporary entry beside it (which
     verify reports as a file kernels.lock does not name); the next sync completes."""
     write_pyproject(project, f'"{PAGED}" = "v1"\n', [CPU_ENV])

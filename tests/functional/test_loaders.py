@@ -1,7 +1,8 @@
 """Loader adapters chosen by probing, not by version strings (issue #11).
 
 Runs against whichever kernels is installed — kernels 0.17 ("resolver" generation) in the project's venv, 0.15 and
-0.16 ("utils") in the compat matrix (``PYTHONPATH=. /tmp/matrix/A/bin/python -m pytest tests/test_loaders.py``):
+0.16 ("utils") in the compat matrix
+(``PYTHONPATH=. /tmp/matrix/A/bin/python -m pytest tests/functional/test_loaders.py``):
 
 * every load path of the installed generation loads the locked build (``KERNEL_IDENTITY`` at the locked commit)
   from a synced cache with the Hub stopped and no socket connected;
@@ -11,7 +12,7 @@ Runs against whichever kernels is installed — kernels 0.17 ("resolver" generat
 * a seam that gains a keyword argument its callers pass is passed through: the locked build still loads;
 * ``kernlock env`` lists the load paths and whether each is covered.
 
-The project, the local Hub and the child-process harness are tests/test_runtime.py's.
+The project, the local Hub and the child-process harness are tests/functional/test_runtime.py's.
 """
 
 from __future__ import annotations

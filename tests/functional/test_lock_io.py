@@ -23,8 +23,8 @@ import pytest
 import tomlkit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from lock_strategies import valid_locks
 from projects import CPU_ENV, write_pyproject
-from test_fuzz import valid_locks
 from users import give_away
 
 from kernlock import api

@@ -57,14 +57,14 @@ out = {"rank": rank, "attn": model.config._attn_implementation, "loss": float(to
 dist.barrier()
 # torch._dynamo, first imported while a process group exists (here: as the model loads), keeps references to the
 # group, so destroy_process_group() left gloo's threads running into the interpreter's teardown, where they now and
-# then ended the rank in SIGABRT (tests/test_launchers.py says how). Imported before, it holds none: the group goes
-# here, its threads joined.
+# then ended the rank in SIGABRT (tests/system/test_launchers.py says how). Imported before, it holds none: the
+# group goes here, its threads joined.
 dist.destroy_process_group()
 tasks = [open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")]
 out["gloo_threads"] = sorted(name for name in tasks if "gloo" in name)
 open(os.path.join(sys.argv[2], f"rank{rank}.json"), "w").write(json.dumps(out))
 sys.stdout.flush()
-os._exit(0)  # a backstop, as tests/test_launchers.py's ranks: gloo's threads were once seen outliving the group
+os._exit(0)  # a backstop, as tests/system/test_launchers.py's ranks: gloo's threads were once seen outliving the group
 """
 
 MODEL = """\

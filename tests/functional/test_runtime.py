@@ -529,7 +529,7 @@ def test_revisions_that_satisfy_a_lock_entry(rt: Runtime):
 
 def test_a_kernels_version_without_a_hooked_attribute_falls_back(rt: Runtime):
     """A loader that lacks a seam kernlock hooks does not break the program: the locked build is pinned through
-    LOCAL_KERNELS, and one line says so (tests/test_loaders.py covers this with a really edited kernels)."""
+    LOCAL_KERNELS, and one line says so (tests/functional/test_loaders.py covers this with a really edited kernels)."""
     child = rt.run(
         f"""
         from kernlock.runtime.loaders import resolver_gen, utils_gen

@@ -200,7 +200,7 @@ def test_a_valid_signature_over_a_digest_the_files_do_not_match(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path
 ) -> None:
     """Every file is checked at lock time: an LFS file by the sha256 the tree gives, a git file (a Python source,
-    which runs at import) by its bytes, fetched (tests/test_refused_builds.py: sync refuses one too)."""
+    which runs at import) by its bytes, fetched (tests/functional/test_refused_builds.py: sync refuses one too)."""
     repo = own_repo(catalog, {"v1": [CPU_ENV]})
     tree = fresh_hub(hub).build_tree(repo, catalog.repo(repo).head("v1"))[CPU_ENV]
     [so] = [f.path for f in tree if f.path.endswith(".so")]

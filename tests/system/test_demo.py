@@ -11,7 +11,7 @@ from envs import clean_env
 
 pytestmark = pytest.mark.subprocess
 
-DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.py"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
 
 
 def test_demo_runs_a_locked_training_and_an_upgrade() -> None:

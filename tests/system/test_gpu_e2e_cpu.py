@@ -20,7 +20,7 @@ CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
 
 
 def _load_script():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_e2e.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_e2e.py"
     spec = importlib.util.spec_from_file_location("gpu_e2e", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["gpu_e2e"] = module

@@ -12,13 +12,15 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli import run_cli
 from envs import user_env_for
-from installs import venv_env
+from installs import ROOT, venv_env
 from projects import CPU_ENV, write_pyproject
 
 from kernlock._version import __version__
@@ -136,3 +138,17 @@ def test_show_names_the_environment_the_lock_lacks(catalog: Catalog, user_env: d
         f"no variant here: this machine ({CPU_ENV}) is not an environment of kernels.lock; add it to `environments` "
         "in [tool.kernlock] and run `kernlock lock`"
     )
+
+
+@pytest.mark.subprocess
+def test_the_wheel_ships_py_typed_and_the_testing_hub(tmp_path: Path) -> None:
+    """What `pip install kernlock` gets: the type information (py.typed) and the supported test Hub."""
+    build = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path)]
+    done = subprocess.run([sys.executable, "-m", "pip", *build, str(ROOT)], capture_output=True, text=True)
+    assert done.returncode == 0, "building the wheel failed (hatchling is in the test extra):\n" + done.stderr[-3000:]
+    [wheel] = tmp_path.glob("kernlock-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"kernlock/py.typed", "kernlock/testing/__init__.py", "kernlock/testing/server.py"} <= names
+    assert {"kernlock/testing/fixtures/__init__.py", "kernlock/runtime/state.py"} <= names
+    assert "kernlock/testing/fixtures/_kernel_sources/init_head.py" in names  # the fixture builds' sources
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]

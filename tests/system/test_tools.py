@@ -20,7 +20,7 @@ from projects import CPU_ENV, write_pyproject
 
 from kernlock.testing import Catalog, HubServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

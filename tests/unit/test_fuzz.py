@@ -8,13 +8,12 @@ Budget: every reader sees at least ``MIN_DOCUMENTS`` generated documents per run
 added up. Hypothesis spends about 0.3 ms on each example whatever it holds, so most examples are batches of
 documents of a fixed size (``max_examples * batch`` documents; a failing batch shrinks its passing documents to
 the simplest ones). Each test counts the documents it feeds its reader in ``COUNTS``; the last test of the module
-checks the budget and prints the counts (``pytest -s tests/test_fuzz.py`` shows them). Runs are derandomized (the
+checks the budget and prints the counts (``pytest -s tests/unit/test_fuzz.py`` shows them). Runs are derandomized (the
 same examples on every run: CI is reproducible) and use no example database.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import sys
@@ -32,11 +31,23 @@ import pytest
 import tomlkit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from lock_strategies import (
+    ENVS,
+    REFS,
+    REPOS,
+    VARIANT_NAMES,
+    draw_index,
+    ints,
+    mostly,
+    pick,
+    pool_file_sets,
+    valid_locks,
+)
 
 from kernlock.environments.environment import Environment
 from kernlock.errors import EnvironmentStringError, KernlockError, LockError, ProjectError, SpecError
 from kernlock.lock import file as lockfile
-from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
+from kernlock.lock.model import Lock
 from kernlock.project import edit as pyproject_edit
 from kernlock.project import inputs as project
 from kernlock.project.inputs import Spec
@@ -65,216 +76,6 @@ FUZZ = settings(
     print_blob=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
-
-# -- building blocks ---------------------------------------------------------------------------------------------
-
-ENVS = (
-    "torch213-cxx11-cpu-x86_64-linux",
-    "torch213-cxx11-cu130-x86_64-linux",
-    "torch212-cxx11-cu128-x86_64-linux",
-    "torch212-cxx11-cu129-aarch64-linux",
-    "torch211-cxx11-cu126-x86_64-linux",
-    "torch29-cxx11-rocm63-x86_64-linux",
-    "torch210-cxx11-xpu20253-x86_64-linux",
-    "torch210-cxx11-cann81-aarch64-linux",
-    "torch213-cxx98-cpu-x86_64-linux",
-    "torch212-cpu-aarch64-darwin",
-    "torch212-metal-aarch64-darwin",
-    "torch213-cu128-x86_64-windows",
-)
-VARIANT_NAMES = tuple(
-    sorted(
-        {
-            *ENVS,
-            "torch213-cpu-x86_64-linux",
-            "torch212-cu128-x86_64-linux",
-            "torch212-cxx11-cu126-x86_64-linux",
-            "torch-stable-abi210-cu126-x86_64-linux",
-            "torch-stable-abi29-cpu-x86_64-linux",
-            "torch-stable-abi212-metal-aarch64-darwin",
-            "tvm-ffi01-cpu-x86_64-linux",
-            *(f"torch-{backend}" for backend in variants.NOARCH_BACKENDS),
-        }
-    )
-)
-#: Valid repo ids, edge cases included (a case twin of the first, one-letter parts, 96-letter parts).
-REPOS = (
-    "kernels-community/activation",
-    "Kernels-Community/Activation",
-    "kernels-community/flash-attn3",
-    "a/b",
-    "0/9",
-    "x_/y_",
-    "my.org/kernel.v2",
-    "A-b.C_d/e-F.g_H",
-    "o" + "x" * 94 + "_/n",
-)
-REFS = ("v1", "v2", "main", "release/1.0", "feature/x_y-z", "v1.2+cu128", "0", "_x")
-#: Valid path parts that are awkward for TOML, shells or file systems.
-PATH_PARTS = (
-    "__init__.py",
-    "_ops.py",
-    "layers",
-    "torch_ext",
-    "_activation_0e1f2a.abi3.so",
-    "ünïcode.py",
-    "日本語",
-    "カーネル.so",
-    "emoji🚀.py",
-    "a b.py",
-    'quote".py',
-    "apos'.py",
-    "back`tick",
-    "...",
-    ".hidden",
-    "-dash",
-    "nel\x85.py",
-    "line\u2028sep",
-    "bom\ufeff.py",
-    "rtl\u202e.py",
-    "x" * 255,
-    "CON",
-    "a:b",
-    "*?<>|",
-    "#hash",
-    "[x]",
-    "=eq",
-    "{brace}",
-    "environments = ",
-    "content-hash = x",
-)
-
-hex40 = st.integers(0, 16**40 - 1).map(lambda n: f"{n:040x}")
-hex64 = st.integers(0, 16**64 - 1).map(lambda n: f"{n:064x}")
-path_part = st.one_of(
-    st.sampled_from(PATH_PARTS),
-    st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="/\\"), min_size=1, max_size=10).filter(
-        lambda part: part not in (".", "..", names.PYCACHE)
-    ),
-)
-file_path = st.lists(path_part, min_size=1, max_size=3).map("/".join)
-file_size = st.one_of(st.sampled_from((0, 1, 2**31 - 1, 2**32, names.MAX_FILE_SIZE)), st.integers(0, 2**40))
-file_hash = st.one_of(hex64.map("sha256:{}".format), hex40.map("git-sha1:{}".format))
-
-
-@functools.lru_cache(maxsize=4096)
-def _ints(low: int, high: int) -> st.SearchStrategy[int]:
-    """A cached strategy: building strategies inside a composite costs more than drawing from them."""
-    return st.integers(low, high)
-
-
-def _pick(draw: st.DrawFn, values: tuple[str, ...] | list[str]) -> str:
-    """One of ``values``, the first ones more often (hypothesis favours small numbers)."""
-    return values[draw(_ints(0, len(values) - 1))]
-
-
-def _index(draw: st.DrawFn, size: int) -> int:
-    """A position from 0 to ``size`` - 1, spread over the whole range: hypothesis draws 0 and other small numbers
-    often, which would put most edits at the top of a document, so the number drawn is scrambled (an odd multiplier
-    and an offset permute 0..2**16-1) before it is scaled."""
-    return ((draw(_ints(0, 2**16 - 1)) * 40503 + 21845) % 2**16) * size >> 16
-
-
-@st.composite
-def _mostly(draw: st.DrawFn, good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any], one_in: int) -> Any:
-    """``bad`` one time in ``one_in``, else ``good`` (st.one_of would flatten ``junk`` and favour it 8 to 1)."""
-    return draw(bad) if draw(_ints(1, one_in)) == one_in else draw(good)
-
-
-@st.composite
-def _file_sets(draw: st.DrawFn, paths: st.SearchStrategy[list[str]]) -> tuple[LockedFile, ...]:
-    """1-3 files with distinct paths (also in another letter case) and no file where another needs a folder."""
-    kept: list[LockedFile] = []
-    for path in draw(paths):
-        key = path.casefold()
-        clash = any(
-            k == key or k.startswith(key + "/") or key.startswith(k + "/") for k in (f.path.casefold() for f in kept)
-        )
-        if not clash:
-            kept.append(LockedFile(path=path, size=draw(file_size), hash=draw(file_hash)))
-    return tuple(kept)
-
-
-file_sets = _file_sets(st.lists(file_path, min_size=1, max_size=3))
-#: Cheaper: paths of pool parts only (the mutations bring the rest).
-pool_file_sets = _file_sets(
-    st.lists(st.lists(st.sampled_from(PATH_PARTS), min_size=1, max_size=3).map("/".join), min_size=1, max_size=3)
-)
-
-
-@functools.cache
-def _loadable(env: str) -> tuple[str, ...]:
-    """The names of VARIANT_NAMES that environment ``env`` loads."""
-    return tuple(Environment.parse(env).accepted_variants(VARIANT_NAMES))
-
-
-@functools.cache
-def _select(env: str, candidates: frozenset[str]) -> str | None:
-    return Environment.parse(env).select_variant(candidates)
-
-
-env_lists = st.lists(st.sampled_from(ENVS), unique=True, min_size=1, max_size=4)
-repo_lists = st.lists(st.sampled_from(REPOS), min_size=1, max_size=3)
-other_repos = st.lists(st.sampled_from(REPOS), unique=True, max_size=2)
-extra_candidates = st.lists(st.sampled_from(VARIANT_NAMES), max_size=2)
-
-
-@st.composite
-def valid_locks(draw: st.DrawFn, files: st.SearchStrategy[tuple[LockedFile, ...]] = file_sets) -> Lock:
-    """A consistent Lock: each environment of an entry gets the variant the loader picks among candidate names
-    (one name per environment that it loads, plus 0-2 names drawn from all)."""
-    lock_envs = draw(env_lists)
-    kernels = []
-    claimed: dict[str, set[str]] = {}  # entries of one repo (any letter case) cover disjoint environments
-    for repo in draw(repo_lists):
-        free = [env for env in lock_envs if env not in claimed.get(repo.casefold(), set())]
-        if not free:
-            continue
-        mask = draw(_ints(1, 2 ** len(free) - 1))
-        envs = [env for i, env in enumerate(free) if mask >> i & 1]
-        claimed.setdefault(repo.casefold(), set()).update(envs)
-        candidates = {_pick(draw, _loadable(env)) for env in envs}.union(draw(extra_candidates))
-        by_variant: dict[str, list[str]] = {}
-        for env in envs:
-            by_variant.setdefault(_select(env, frozenset(candidates)), []).append(env)
-        commit = draw(hex40)
-        refs = (*REFS, commit)
-        kernels.append(
-            LockedKernel(
-                repo=repo,
-                requested=_pick(draw, refs),
-                ref=_pick(draw, refs),
-                commit=commit,
-                environments=tuple(envs),
-                variants=tuple(
-                    LockedVariant(name=name, environments=tuple(es), files=draw(files))
-                    for name, es in by_variant.items()
-                ),
-                required_by=tuple(r for r in draw(other_repos) if r != repo),
-            )
-        )
-    declared = [_with_facts(draw, env) for env in lock_envs if draw(_ints(1, 3)) == 3]
-    return Lock(
-        requires_hash=f"sha256:{draw(hex64)}",
-        environments=tuple(lock_envs),
-        kernels=tuple(kernels),
-        facts=environment_facts(declared),
-    )
-
-
-def _with_facts(draw: st.DrawFn, env: str) -> Environment:
-    """``env`` with optional facts that do not change which variant it loads (so the lock stays consistent)."""
-    table: dict[str, Any] = {"name": env}
-    if "-cu" in env and draw(_ints(0, 1)):
-        table["cuda-capabilities"] = draw(st.sampled_from([["9.0"], ["8.0", "10.0"], ["12.0"]]))
-    if draw(_ints(0, 1)):
-        table["python"] = _pick(draw, ("3.12", "3.15t", "3.11"))
-    if draw(_ints(0, 1)) or len(table) == 1:
-        table["kernels"] = _pick(draw, ("0.17.2", "0.16.2", "0.18.0rc1"))
-    if env.endswith("darwin") and draw(_ints(0, 1)):
-        table["macos"] = "26.1"
-    return Environment.from_declared(table)
-
 
 # -- mutations ---------------------------------------------------------------------------------------------------
 
@@ -399,39 +200,39 @@ _CHARS = st.text(_CHAR, min_size=1, max_size=4)
 def mutate(draw: st.DrawFn, text: str, values: tuple[str, ...], lines: tuple[str, ...]) -> str:
     """``text`` after 1-3 edits: lines deleted, duplicated, swapped or inserted, characters flipped, inserted or
     deleted, a value replaced by a hostile one, the whole text replaced or re-encoded."""
-    for _ in range(draw(_ints(1, 3))):
+    for _ in range(draw(ints(1, 3))):
         rows = text.split("\n")
         kind = draw(_KINDS)
         if kind == "value":
             spans = list(_VALUE.finditer(text))
             if spans:
-                span = spans[_index(draw, len(spans))]
-                text = text[: span.start()] + _pick(draw, values) + text[span.end() :]
+                span = spans[draw_index(draw, len(spans))]
+                text = text[: span.start()] + pick(draw, values) + text[span.end() :]
         elif kind == "delete":
-            del rows[_index(draw, len(rows))]
+            del rows[draw_index(draw, len(rows))]
             text = "\n".join(rows)
         elif kind == "duplicate":
-            i = _index(draw, len(rows))
+            i = draw_index(draw, len(rows))
             rows.insert(i, rows[i])
             text = "\n".join(rows)
         elif kind == "swap":
-            i, j = _index(draw, len(rows)), _index(draw, len(rows))
+            i, j = draw_index(draw, len(rows)), draw_index(draw, len(rows))
             rows[i], rows[j] = rows[j], rows[i]
             text = "\n".join(rows)
         elif kind == "line":
-            rows.insert(_index(draw, len(rows) + 1), _pick(draw, lines))
+            rows.insert(draw_index(draw, len(rows) + 1), pick(draw, lines))
             text = "\n".join(rows)
         elif kind == "flip":
-            i = _index(draw, len(text) + 1)
+            i = draw_index(draw, len(text) + 1)
             text = text[:i] + draw(_CHAR) + text[i + 1 :]
         elif kind == "insert":
-            i = _index(draw, len(text) + 1)
+            i = draw_index(draw, len(text) + 1)
             text = text[:i] + draw(_CHARS) + text[i:]
         elif kind == "cut":
-            i = _index(draw, len(text) + 1)
-            text = text[:i] + text[i + draw(_ints(1, 40)) :]
+            i = draw_index(draw, len(text) + 1)
+            text = text[:i] + text[i + draw(ints(1, 40)) :]
         else:
-            text = _pick(
+            text = pick(
                 draw,
                 (
                     text.replace("\n", "\r\n"),
@@ -485,7 +286,7 @@ def mutated_lock_batches(draw: st.DrawFn, size: int) -> list[str]:
     texts = []
     for _ in range(size):
         text = mutate(draw, base, LOCK_VALUES, LOCK_LINES)
-        texts.append(rehash(text) if draw(_ints(0, 1)) else text)
+        texts.append(rehash(text) if draw(ints(0, 1)) else text)
     return texts
 
 
@@ -524,9 +325,7 @@ def check_lock_text(text: str) -> None:
 
 
 #: Any text, lone surrogates included (st.text() never draws them).
-any_text = st.lists(_mostly(st.characters(), st.characters(categories=["Cs"]), 20), min_size=1, max_size=12).map(
-    "".join
-)
+any_text = st.lists(mostly(st.characters(), st.characters(categories=["Cs"]), 20), min_size=1, max_size=12).map("".join)
 
 
 @settings(FUZZ, max_examples=300)
@@ -599,19 +398,19 @@ junk = st.one_of(st.sampled_from(_WRONG_TYPES), st.dates(), st.text(max_size=4))
 @st.composite
 def _dicts(draw: st.DrawFn, fields: dict[str, tuple[int, st.SearchStrategy[Any]]]) -> dict[str, Any]:
     """A dict holding each key with the chance given (in 64ths), in the order given."""
-    return {key: draw(value) for key, (chance, value) in fields.items() if draw(_ints(1, 64)) > 64 - chance}
+    return {key: draw(value) for key, (chance, value) in fields.items() if draw(ints(1, 64)) > 64 - chance}
 
 
-revs = _mostly(st.sampled_from(PYPROJECT_REVS[:5]), st.one_of(st.sampled_from(PYPROJECT_REVS), junk), 4)
+revs = mostly(st.sampled_from(PYPROJECT_REVS[:5]), st.one_of(st.sampled_from(PYPROJECT_REVS), junk), 4)
 pin_tables = _dicts(
     {
         "rev": (64, revs),
-        "when": (32, _mostly(st.sampled_from(WHENS[:4]), st.one_of(st.sampled_from(WHENS), junk), 3)),
-        "trust": (24, _mostly(st.booleans(), junk, 4)),
+        "when": (32, mostly(st.sampled_from(WHENS[:4]), st.one_of(st.sampled_from(WHENS), junk), 3)),
+        "trust": (24, mostly(st.booleans(), junk, 4)),
     }
 )
 odd_pin_tables = _dicts({"rev": (48, revs), "when": (32, junk), "trust": (32, junk), "extra": (24, st.just("x"))})
-requirements = _mostly(
+requirements = mostly(
     st.one_of(revs, pin_tables, st.lists(pin_tables, min_size=1, max_size=3)),
     st.one_of(odd_pin_tables, st.lists(st.one_of(odd_pin_tables, junk), max_size=3), junk),
     5,
@@ -620,21 +419,21 @@ requirements = _mostly(
 FACTS = {
     "cuda-capabilities": (
         16,
-        _mostly(st.sampled_from([["9.0"], ["8.0", "10.0"]]), st.sampled_from([["sm90"], [9.0], []]), 4),
+        mostly(st.sampled_from([["9.0"], ["8.0", "10.0"]]), st.sampled_from([["sm90"], [9.0], []]), 4),
     ),
-    "python": (16, _mostly(st.sampled_from(["3.12", "3.13t", "3.15t"]), st.sampled_from([3.13, "3.13T", "py3"]), 4)),
-    "tvm-ffi": (8, _mostly(st.sampled_from(["0.1", "0.1.4"]), junk, 4)),
-    "kernels": (16, _mostly(st.sampled_from(["0.17.2", "0.16.2"]), junk, 4)),
-    "macos": (8, _mostly(st.sampled_from(["15.0", "26.1"]), junk, 4)),
+    "python": (16, mostly(st.sampled_from(["3.12", "3.13t", "3.15t"]), st.sampled_from([3.13, "3.13T", "py3"]), 4)),
+    "tvm-ffi": (8, mostly(st.sampled_from(["0.1", "0.1.4"]), junk, 4)),
+    "kernels": (16, mostly(st.sampled_from(["0.17.2", "0.16.2"]), junk, 4)),
+    "macos": (8, mostly(st.sampled_from(["15.0", "26.1"]), junk, 4)),
     "cuda_capabilities": (1, st.just(["9.0"])),
 }
-env_tables = _dicts({"name": (60, _mostly(st.sampled_from(ENVS), junk, 8)), **FACTS})
-env_entries = _mostly(st.sampled_from(ENVS), env_tables, 3)
+env_tables = _dicts({"name": (60, mostly(st.sampled_from(ENVS), junk, 8)), **FACTS})
+env_entries = mostly(st.sampled_from(ENVS), env_tables, 3)
 kernlock_tables = _dicts(
     {
         "environments": (
             48,
-            _mostly(
+            mostly(
                 st.lists(env_entries, min_size=1, max_size=3, unique_by=repr),
                 st.one_of(st.lists(st.sampled_from(ENVS + GARBLED_ENVS), max_size=3), junk),
                 4,
@@ -642,7 +441,7 @@ kernlock_tables = _dicts(
         ),
         "kernels": (
             56,
-            _mostly(
+            mostly(
                 st.dictionaries(st.sampled_from(PYPROJECT_REPOS[:5]), requirements, min_size=1, max_size=3),
                 st.one_of(st.dictionaries(st.sampled_from(PYPROJECT_REPOS), requirements, max_size=3), junk),
                 5,
@@ -656,11 +455,11 @@ pyproject_dicts = _dicts(
         "project": (32, st.just({"name": "demo", "version": "0.1.0"})),
         "tool": (
             56,
-            _mostly(
+            mostly(
                 _dicts(
                     {
                         "ruff": (16, st.just({"line-length": 120})),
-                        "kernlock": (64, _mostly(kernlock_tables, junk, 10)),
+                        "kernlock": (64, mostly(kernlock_tables, junk, 10)),
                         "other": (8, junk),
                     }
                 ),
@@ -690,20 +489,20 @@ def _inline(value: Any) -> Any:
 def _render(draw: st.DrawFn, value: Any) -> Any:
     """``value`` as tomlkit items, each table as a [section] or an inline table, each list of tables as [[...]]
     or an inline array, with comments here and there (the choices drawn)."""
-    if isinstance(value, dict) and draw(_ints(0, 3)) < 3:
+    if isinstance(value, dict) and draw(ints(0, 3)) < 3:
         table = tomlkit.table()
-        if draw(_ints(0, 1)):
+        if draw(ints(0, 1)):
             table.add(tomlkit.comment(draw(comments)))
         for key, item in value.items():
             table[key] = _render(draw, item)
         return table
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and draw(_ints(0, 1)):
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and draw(ints(0, 1)):
         aot = tomlkit.aot()
         for item in value:
             aot.append(_section(item))
         return aot
     item = tomlkit.item(_inline(value))
-    if isinstance(item, tomlkit.items.Array) and draw(_ints(0, 1)):
+    if isinstance(item, tomlkit.items.Array) and draw(ints(0, 1)):
         item.multiline(True)
     return item
 
@@ -718,7 +517,7 @@ def _section(value: dict[str, Any]) -> Any:
 @st.composite
 def generated_pyprojects(draw: st.DrawFn) -> str:
     doc = tomlkit.document()
-    if draw(_ints(0, 1)):
+    if draw(ints(0, 1)):
         doc.add(tomlkit.comment(draw(comments)))
     for key, value in draw(pyproject_dicts).items():
         doc[key] = _render(draw, value)
@@ -878,7 +677,7 @@ PYPROJECT_LINES = (
 @st.composite
 def mutated_pyprojects(draw: st.DrawFn, size: int) -> list[tuple[str, tuple[str, str, bool]]]:
     return [
-        (mutate(draw, _pick(draw, PYPROJECT_BASES), PYPROJECT_VALUES, PYPROJECT_LINES), draw(additions))
+        (mutate(draw, pick(draw, PYPROJECT_BASES), PYPROJECT_VALUES, PYPROJECT_LINES), draw(additions))
         for _ in range(size)
     ]
 
@@ -910,7 +709,7 @@ def test_mutated_pyproject_is_refused_or_edits_cleanly(documents: list[tuple[str
 # -- specs -------------------------------------------------------------------------------------------------------
 
 _NAME_ALPHABET = "abzAZ09_.-"
-spec_parts = _mostly(
+spec_parts = mostly(
     st.sampled_from(tuple(part for repo in REPOS for part in repo.split("/"))),
     st.one_of(
         st.text(_NAME_ALPHABET, max_size=6),
@@ -918,7 +717,7 @@ spec_parts = _mostly(
     ),
     3,
 )
-spec_revs = _mostly(
+spec_revs = mostly(
     st.sampled_from((*REFS, "a" * 40, "x" * 255)),
     st.one_of(st.text("v1.0_-+/@aZ ~^:", max_size=8), st.sampled_from(("x" * 256, "v1.lock", "a/.b", "v1/", "-v1"))),
     3,
@@ -929,10 +728,10 @@ spec_revs = _mostly(
 def _near_specs(draw: st.DrawFn) -> str:
     """org/name[@rev], each part valid or nearly so, with stray separators and spaces now and then."""
     org, name, rev = draw(spec_parts), draw(spec_parts), draw(spec_revs)
-    slash = _pick(draw, ("/", "/", "/", "/", "", "//", "\\", "/x/"))
-    at = _pick(draw, ("", "@", "@", "@", "@@", " @"))
-    before = _pick(draw, ("", "", "", " ", "\t", "\n", "\u3000"))
-    after = _pick(draw, ("", "", "", " ", "\x00", "\n"))
+    slash = pick(draw, ("/", "/", "/", "/", "", "//", "\\", "/x/"))
+    at = pick(draw, ("", "@", "@", "@", "@@", " @"))
+    before = pick(draw, ("", "", "", " ", "\t", "\n", "\u3000"))
+    after = pick(draw, ("", "", "", " ", "\x00", "\n"))
     return f"{before}{org}{slash}{name}{at and at + rev}{after}"
 
 
@@ -940,7 +739,7 @@ near_specs = _near_specs()
 
 
 @settings(FUZZ, max_examples=1_000)
-@given(st.lists(_mostly(near_specs, st.text(), 3), min_size=10, max_size=10))
+@given(st.lists(mostly(near_specs, st.text(), 3), min_size=10, max_size=10))
 def test_spec_parser(texts: list[str]):
     RAN.add("test_spec_parser")
     for text in texts:
@@ -997,16 +796,16 @@ TOKENS = (
 
 _ENV_EDITS = st.sampled_from(("swap", "drop", "duplicate", "insert", "digits", "case", "token"))
 _DIGITS = st.one_of(st.text("0123456789", max_size=5), st.sampled_from(("0", "00", "9" * 5000)))
-_SEPARATOR = _mostly(st.just("-"), st.sampled_from(("_", " ", "--", "", ".", " - ")), 8)
+_SEPARATOR = mostly(st.just("-"), st.sampled_from(("_", " ", "--", "", ".", " - ")), 8)
 
 
 @st.composite
 def _mutated_environments(draw: st.DrawFn) -> str:
     """A real environment or variant name with 0-3 edits: parts swapped, dropped, duplicated or inserted, digits
     changed (also to very long runs), letter case, separators and surrounding spaces changed."""
-    parts = _pick(draw, VARIANT_NAMES).split("-")
-    for _ in range(draw(_ints(0, 3))):
-        i, j = draw(_ints(0, len(parts) - 1)), draw(_ints(0, len(parts) - 1))
+    parts = pick(draw, VARIANT_NAMES).split("-")
+    for _ in range(draw(ints(0, 3))):
+        i, j = draw(ints(0, len(parts) - 1)), draw(ints(0, len(parts) - 1))
         kind = draw(_ENV_EDITS)
         if kind == "swap":
             parts[i], parts[j] = parts[j], parts[i]
@@ -1015,23 +814,23 @@ def _mutated_environments(draw: st.DrawFn) -> str:
         elif kind == "duplicate":
             parts.insert(i, parts[i])
         elif kind == "insert":
-            parts.insert(i, _pick(draw, TOKENS))
+            parts.insert(i, pick(draw, TOKENS))
         elif kind == "digits":
             head, digits, tail = re.match(r"(\D*)(\d*)(.*)", parts[i]).groups()
             parts[i] = head + draw(_DIGITS) + tail if digits else parts[i]
         elif kind == "case":
-            parts[i] = _pick(draw, (parts[i].upper(), parts[i].title(), parts[i].swapcase()))
+            parts[i] = pick(draw, (parts[i].upper(), parts[i].title(), parts[i].swapcase()))
         elif kind == "token":
-            parts[i] = _pick(draw, TOKENS)
+            parts[i] = pick(draw, TOKENS)
     text = parts[0] + "".join(draw(_SEPARATOR) + part for part in parts[1:])
-    return _pick(draw, ("", "", " ", "\t", "\u00a0")) + text + _pick(draw, ("", "", " ", "\n"))
+    return pick(draw, ("", "", " ", "\t", "\u00a0")) + text + pick(draw, ("", "", " ", "\n"))
 
 
 mutated_environments = _mutated_environments()
 
 
 @settings(FUZZ, max_examples=1_000)
-@given(st.lists(_mostly(mutated_environments, st.text(), 3), min_size=10, max_size=10))
+@given(st.lists(mostly(mutated_environments, st.text(), 3), min_size=10, max_size=10))
 # Found by this test: int() of a 4302-digit run in the did-you-mean code raised ValueError (variants.py now gives
 # no suggestion for text far longer than a name, and refuses names over MAX_NAME characters).
 @example(["torch" + "0" * 4302, "torch00-cu" + "0" * 4302 + "-0-0"])

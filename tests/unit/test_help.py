@@ -1,6 +1,6 @@
 """Every command's `--help` is something a newcomer can act on (issue 30, item 5): it ends with real examples that
 the CLI accepts, links the docs by URL (an installed wheel has no docs/ folder), and `kernlock --help` cuts no
-description short. The same help, rendered, is docs/cli.md (tests/test_docs.py keeps it current)."""
+description short. The same help, rendered, is docs/cli.md (tests/unit/test_docs.py keeps it current)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from kernlock.cli.app import main
 from kernlock.cli.common import DOCS_URL
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from cli_reference import commands, help_text
 
 EVERY = commands()
@@ -44,7 +44,7 @@ def test_every_help_ends_with_real_examples_and_links_the_docs_by_url(
             assert " ".join(example[1:]).startswith(words), (words, example)
     pages = re.findall(r"Docs: (\S+)", text)
     assert len(pages) == 1 and pages[0].startswith(DOCS_URL), text
-    page = Path(__file__).resolve().parent.parent / "docs" / pages[0].removeprefix(DOCS_URL).split("#")[0]
+    page = Path(__file__).resolve().parents[2] / "docs" / pages[0].removeprefix(DOCS_URL).split("#")[0]
     assert page.is_file(), pages[0]
     assert not re.search(r"(?<!/)docs/\w+\.md", text), text  # no path into a checkout
 

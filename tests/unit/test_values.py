@@ -14,7 +14,7 @@ import pytest
 from kernlock.lock.model import LockedFile
 from kernlock.project.inputs import Project
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _HASH = "git-sha1:" + "0" * 40
 
 
