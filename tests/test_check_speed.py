@@ -21,7 +21,7 @@ import pytest
 from helpers import CPU_ENV, own_repo, run_cli, user_env_for, write_pyproject
 
 from kernlock.commands import regression
-from kernlock.commands.check_record import CheckReport, CheckRow
+from kernlock.commands.check_report import CheckReport, CheckRow
 from kernlock.commands.speed import SpeedRow
 from kernlock.commands.timing import Timing
 from kernlock.testing import Catalog, HubServer

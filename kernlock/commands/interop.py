@@ -11,17 +11,17 @@ from kernlock.project import inputs as projects
 
 if TYPE_CHECKING:
     from kernlock.hub.client import Hub
-    from kernlock.lock.foreign import ForeignPin
-    from kernlock.resolve.migrate import ImportResult
+    from kernlock.lock.interop import ForeignPin
+    from kernlock.resolve.interop import ImportResult
 
 __all__ = ["export", "import_kernels"]
 
 
 def import_kernels(root: Path | None = None, trust: bool = False, hub: Hub | None = None) -> ImportResult:
     """`kernlock import`: the kernels library's [tool.kernels.dependencies] and JSON lock -> kernlock's."""
-    from kernlock.resolve import migrate
+    from kernlock.resolve import interop as importing
 
-    return migrate.import_project(root, trust=trust, hub=hub)
+    return importing.import_project(root, trust=trust, hub=hub)
 
 
 def export(root: Path | None, fmt: str, output: Path, environment: str | None = None) -> list[ForeignPin]:

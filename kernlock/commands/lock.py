@@ -18,7 +18,7 @@ from kernlock.errors import (
     ResolutionError,
 )
 from kernlock.lock import file as lockfile
-from kernlock.lock import foreign
+from kernlock.lock import interop
 from kernlock.lock.model import LOCK_VERSION, Lock
 from kernlock.project import inputs as projects
 from kernlock.project.inputs import Pin, Project, Requirement, Spec, Upgrade
@@ -367,8 +367,8 @@ def check_project(project: Project) -> None:
         text = lock.read_text("utf-8", "replace")
     except OSError:
         text = ""  # no lock (or an unreadable one: reading it names the problem)
-    if foreign.looks_like_json_lock(text):
-        raise ForeignLockError(foreign.foreign_lock_message(str(lock)))
+    if interop.looks_like_json_lock(text):
+        raise ForeignLockError(interop.foreign_lock_message(str(lock)))
     declared = project.foreign_dependencies
     if declared:
         raise ForeignLockError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlock.errors import KernlockError, ProjectError
-from kernlock.lock.foreign import ForeignPin, looks_like_json_lock, render_json_lock
+from kernlock.lock.interop import ForeignPin, looks_like_json_lock, render_json_lock
 from kernlock.lock.model import Lock
 from kernlock.util.atomic import write_text_atomic
 

@@ -22,7 +22,7 @@ else:  # pragma: no cover
 from kernlock.environments import facts
 from kernlock.environments.environment import Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
-from kernlock.lock import foreign
+from kernlock.lock import interop
 from kernlock.lock.file import LOCK_NAME
 from kernlock.project import signatures as sigpolicy
 from kernlock.project.conditions import Condition
@@ -197,7 +197,7 @@ def load(root: Path | str) -> Project:
     if not pyproject.exists():
         return Project(root=root)
     doc = _read_plain(pyproject)
-    foreign_dependencies = foreign.kernels_dependencies(doc, pyproject)
+    foreign_dependencies = interop.kernels_dependencies(doc, pyproject)
     table = _kernlock_table(doc, pyproject)
     if table is None:
         return Project(root=root, foreign_dependencies=foreign_dependencies)

@@ -1,6 +1,6 @@
 """The kernels library's own lock: its JSON ``kernels.lock`` and the ``[tool.kernels.dependencies]`` table.
 
-kernlock reads both (to recognise a project that uses them and to migrate it, :mod:`kernlock.resolve.migrate`) and
+kernlock reads both (to recognise a project that uses them and to migrate it, :mod:`kernlock.resolve.interop`) and
 writes the JSON format (:mod:`kernlock.lock.export`); it never overwrites a JSON lock
 (:func:`kernlock.commands.lock.check_project`). The format, as kernels 0.17 writes and reads it (unknown keys are
 refused there, so nothing can be added)::

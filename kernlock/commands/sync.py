@@ -136,7 +136,7 @@ def not_synced_here(lock: Lock) -> tuple[str, list[str]] | None:
     """`lock` downloads nothing: this machine's environment and the kernels of ``lock`` it would load that are not
     synced here (an offline run would fail on them), or None when there are none or the lock does not cover this
     machine."""
-    from kernlock.sync import check as variantcheck
+    from kernlock.sync import integrity
 
     try:
         env = str(detect())
@@ -145,7 +145,7 @@ def not_synced_here(lock: Lock) -> tuple[str, list[str]] | None:
     missing = [
         f"{kernel.repo} {kernel.requested} {kernel.commit[:8]}"
         for kernel in lock.kernels
-        if (variant := kernel.variant_for(env)) is not None and not variantcheck.is_synced(kernel, variant)
+        if (variant := kernel.variant_for(env)) is not None and not integrity.is_synced(kernel, variant)
     ]
     return (env, missing) if missing else None
 
@@ -203,8 +203,7 @@ class ShowResult:
 def show(root: Path | None = None) -> ShowResult:
     """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
     whether the lock is stale."""
-    from kernlock.sync import cache
-    from kernlock.sync import check as variantcheck
+    from kernlock.sync import cache, integrity
 
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
@@ -237,7 +236,7 @@ def show(root: Path | None = None) -> ShowResult:
                 "required_by": list(kernel.required_by),
                 "environment": env,
                 "variant": variant.name if variant else None,
-                "synced": variantcheck.is_synced(kernel, variant) if variant else None,
+                "synced": integrity.is_synced(kernel, variant) if variant else None,
                 "path": str(cache.variant_path(kernel, variant)) if variant else None,
                 "signer": _signer(variant.signature) if variant else None,
                 "signature": _signature(variant.signature) if variant else None,

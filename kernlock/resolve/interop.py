@@ -18,8 +18,8 @@ from kernlock.environments.environment import Environment, detect
 from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.hub.client import Hub
 from kernlock.lock import file as lockfile
-from kernlock.lock import foreign
-from kernlock.lock.foreign import ForeignPin
+from kernlock.lock import interop
+from kernlock.lock.interop import ForeignPin
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.project import edit as pyproject_edit
 from kernlock.project import inputs as projects
@@ -62,7 +62,7 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
         raise ProjectError(f"no pyproject.toml in {project.root}; point --project at the project folder.")
     declared = project.foreign_dependencies
     pins, is_json, previous_own = _read_lock(project)
-    moved_to = project.root / foreign.MOVED_NAME if is_json else None
+    moved_to = project.root / interop.MOVED_NAME if is_json else None
     if not declared and not pins:
         raise ProjectError(
             f"nothing to import in {project.root}: no [tool.kernels.dependencies] in pyproject.toml and no JSON "
@@ -127,8 +127,8 @@ def _read_lock(project: Project) -> tuple[list[ForeignPin], bool, Lock | None]:
     if not project.lockfile.exists():
         return [], False, None
     text = project.lockfile.read_text(encoding="utf-8", errors="replace")
-    if foreign.looks_like_json_lock(text):
-        return foreign.parse_json_lock(text, str(project.lockfile)), True, None
+    if interop.looks_like_json_lock(text):
+        return interop.parse_json_lock(text, str(project.lockfile)), True, None
     return [], False, lockfile.read_pins(project.lockfile)
 
 
