@@ -1,8 +1,9 @@
 """kernlock's library API: what each command does, without parsing or printing (the CLI does that).
 
 Each function lives in the module of its job (:mod:`kernlock.commands.lock`, :mod:`kernlock.commands.sync`,
-:mod:`kernlock.commands.reports`, :mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names
-them all and imports a job's module when one of its names is first used, so a command pays only for its own job.
+:mod:`kernlock.commands.verify`, :mod:`kernlock.commands.show`, :mod:`kernlock.commands.reports`,
+:mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names them all and imports a job's
+module when one of its names is first used, so a command pays only for its own job.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
         target_environments,
     )
     from kernlock.commands.reports import env_report, outdated
-    from kernlock.commands.sync import NotSynced, ShowResult, not_synced_here, show, sync, sync_after_add, verify
+    from kernlock.commands.show import ShowResult, show
+    from kernlock.commands.sync import NotSynced, not_synced_here, sync, sync_after_add
+    from kernlock.commands.verify import verify
     from kernlock.project.inputs import Upgrade
 
 _HOMES = {
@@ -41,12 +44,12 @@ _HOMES = {
     "target_environments": "commands.lock",
     "Upgrade": "project.inputs",
     "NotSynced": "commands.sync",
-    "ShowResult": "commands.sync",
+    "ShowResult": "commands.show",
     "not_synced_here": "commands.sync",
-    "show": "commands.sync",
+    "show": "commands.show",
     "sync": "commands.sync",
     "sync_after_add": "commands.sync",
-    "verify": "commands.sync",
+    "verify": "commands.verify",
     "env_report": "commands.reports",
     "outdated": "commands.reports",
     "export": "commands.interop",

@@ -168,7 +168,6 @@ def check(
     failure.
     """
     from kernlock.cli import output_check
-    from kernlock.cli import output_record as output
 
     if seqlens and not speed:
         raise click.UsageError("--seqlen goes with --speed.")
@@ -200,7 +199,7 @@ def check(
 
         click.echo(json.dumps(report.as_dict(), indent=2))
     else:
-        output.print_check(report)
+        output_check.print_check(report)
         output_check.print_speed(report)
         if report.recorded is not None:
             click.echo(f"wrote {report.recorded}")

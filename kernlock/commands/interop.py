@@ -26,11 +26,11 @@ def import_kernels(root: Path | None = None, trust: bool = False, hub: Hub | Non
 
 def export(root: Path | None, fmt: str, output: Path, environment: str | None = None) -> list[ForeignPin]:
     """`kernlock export`: the locked commits in another tool's lock format, written to ``output``."""
-    from kernlock.lock import export as exporting
+    from kernlock.lock import interop
 
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
     reason = stale_reason(project, lock, target_environments(project))
     if reason is not None:  # the export would lack (or misstate) what pyproject.toml asks for
         raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock`, then export again.")
-    return exporting.export(lock, fmt, output, environment)
+    return interop.export(lock, fmt, output, environment)
