@@ -11,7 +11,7 @@ from kernlock.project import inputs as projects
 
 if TYPE_CHECKING:
     from kernlock.hub.client import Hub
-    from kernlock.lock.interop import ForeignPin
+    from kernlock.lock.interop import JsonLockPin
     from kernlock.resolve.interop import ImportResult
 
 __all__ = ["export", "import_kernels"]
@@ -24,7 +24,7 @@ def import_kernels(root: Path | None = None, trust: bool = False, hub: Hub | Non
     return importing.import_project(root, trust=trust, hub=hub)
 
 
-def export(root: Path | None, fmt: str, output: Path, environment: str | None = None) -> list[ForeignPin]:
+def export(root: Path | None, fmt: str, output: Path, environment: str | None = None) -> list[JsonLockPin]:
     """`kernlock export`: the locked commits in another tool's lock format, written to ``output``."""
     from kernlock.lock import interop
 

@@ -2,7 +2,7 @@
 
 kernlock reads both (to recognise a project that uses them and to import it, :mod:`kernlock.resolve.interop`) and
 writes the JSON format (:func:`export`, for a package whose code calls ``kernels.load_kernel``/``get_locked_kernel``
-with a lock file it ships); it never overwrites a JSON lock (:func:`kernlock.commands.lock.check_project`). The
+with a lock file it ships); it never overwrites a JSON lock (:func:`kernlock.commands.lock.refuse_json_lock`). The
 format, as kernels 0.17 writes and reads it (unknown keys are refused there, so nothing can be added)::
 
     [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<40 hex>"}}, ...]
@@ -29,9 +29,9 @@ from kernlock.util.atomic import write_text_atomic
 __all__ = [
     "FORMATS",
     "MOVED_NAME",
-    "ForeignPin",
+    "JsonLockPin",
     "export",
-    "foreign_lock_message",
+    "json_lock_message",
     "kernels_dependencies",
     "kernels_pins",
     "looks_like_json_lock",
@@ -49,7 +49,7 @@ _CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ForeignPin:
+class JsonLockPin:
     """One entry of a kernels JSON lock: a repo, the revision it was asked at (``vN`` for a version) and its commit."""
 
     repo: str
@@ -73,7 +73,7 @@ def looks_like_json_lock(text: str) -> bool:
         return False
 
 
-def foreign_lock_message(where: str) -> str:
+def json_lock_message(where: str) -> str:
     """The error for a kernels JSON lock where kernlock expects its own: kept as it is, and the migration named."""
     return (
         f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite "
@@ -82,7 +82,7 @@ def foreign_lock_message(where: str) -> str:
     )
 
 
-def parse_json_lock(text: str, where: str) -> list[ForeignPin]:
+def parse_json_lock(text: str, where: str) -> list[JsonLockPin]:
     """The pins of a kernels JSON lock; ProjectError naming the entry that is not one."""
     try:
         data = json.loads(text)
@@ -101,7 +101,7 @@ def parse_json_lock(text: str, where: str) -> list[ForeignPin]:
     return pins
 
 
-def _pin(item: object) -> ForeignPin:
+def _pin(item: object) -> JsonLockPin:
     if not isinstance(item, dict):
         raise ValueError("not an object")
     if "dependency" in item:
@@ -119,10 +119,10 @@ def _pin(item: object) -> ForeignPin:
     names.check_repo(repo)
     names.check_commit(commit)
     names.check_ref(rev)
-    return ForeignPin(repo=repo, rev=rev, commit=commit)
+    return JsonLockPin(repo=repo, rev=rev, commit=commit)
 
 
-def render_json_lock(pins: list[ForeignPin]) -> str:
+def render_json_lock(pins: list[JsonLockPin]) -> str:
     """The kernels library's lock text for ``pins`` (its own bytes: two-space indent, one entry per pin)."""
     entries = []
     for pin in pins:
@@ -165,17 +165,17 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
     return found
 
 
-def kernels_pins(lock: Lock, environment: str | None = None) -> list[ForeignPin]:
+def kernels_pins(lock: Lock, environment: str | None = None) -> list[JsonLockPin]:
     """One pin per locked repo (of ``environment``'s entries when given), ordered by repo."""
     if environment is not None and environment not in lock.environments:
         raise KernlockError(
             f"--environment {environment}: kernels.lock covers {', '.join(lock.environments)}; pick one of them."
         )
-    pins: dict[str, ForeignPin] = {}
+    pins: dict[str, JsonLockPin] = {}
     for entry in lock.kernels:
         if environment is not None and environment not in entry.environments:
             continue
-        pin = ForeignPin(repo=entry.repo, rev=entry.requested, commit=entry.commit)
+        pin = JsonLockPin(repo=entry.repo, rev=entry.requested, commit=entry.commit)
         other = pins.setdefault(entry.repo, pin)
         if other.commit != pin.commit:
             raise KernlockError(
@@ -186,7 +186,7 @@ def kernels_pins(lock: Lock, environment: str | None = None) -> list[ForeignPin]
     return [pins[repo] for repo in sorted(pins)]
 
 
-def export(lock: Lock, fmt: str, output: Path, environment: str | None = None) -> list[ForeignPin]:
+def export(lock: Lock, fmt: str, output: Path, environment: str | None = None) -> list[JsonLockPin]:
     """Write ``lock`` in format ``fmt`` to ``output`` (atomically); returns what was written."""
     if fmt not in FORMATS:
         raise ProjectError(f"unknown export format {fmt!r}; supported: {', '.join(FORMATS)}.")

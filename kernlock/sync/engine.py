@@ -158,7 +158,7 @@ def _sync_online(
         if todo:
             from kernlock.sync import disk_space
 
-            disk_space.check_room([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
+            disk_space.require_space([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
                 futures = {

@@ -390,7 +390,7 @@ def ensure_variant(
     interrupt.reset()  # a load after an interrupted one (library use) fetches again
     from kernlock.sync import disk_space
 
-    disk_space.check_room([(entry, variant)], cache)
+    disk_space.require_space([(entry, variant)], cache)
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
             result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False), signatures)
