@@ -1,8 +1,9 @@
 """kernlock's library API: what each command does, without parsing or printing (the CLI does that).
 
-Each function lives in the module of its job (:mod:`kernlock.commands.lock`, :mod:`kernlock.commands.install`,
-:mod:`kernlock.commands.reports`, :mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names
-them all and imports a job's module when one of its names is first used, so a command pays only for its own job.
+Each function lives in the module of its job (:mod:`kernlock.commands.lock`, :mod:`kernlock.commands.sync`,
+:mod:`kernlock.commands.verify`, :mod:`kernlock.commands.show`, :mod:`kernlock.commands.reports`,
+:mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names them all and imports a job's
+module when one of its names is first used, so a command pays only for its own job.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
     from kernlock.commands.adopt import Adopted, add_from
     from kernlock.commands.airgap import BundleResult, bundle, mirror_app, serve, sync_from
-    from kernlock.commands.install import NotSynced, ShowResult, not_synced_here, show, sync, sync_after_add, verify
     from kernlock.commands.interop import export, import_kernels
     from kernlock.commands.lock import (
         AddResult,
@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
         target_environments,
     )
     from kernlock.commands.reports import env_report, outdated
+    from kernlock.commands.show import ShowResult, show
+    from kernlock.commands.sync import NotSynced, not_synced_here, sync, sync_after_add
+    from kernlock.commands.verify import verify
     from kernlock.project.inputs import Upgrade
 
 _HOMES = {
@@ -40,13 +43,13 @@ _HOMES = {
     "stale_reason": "commands.lock",
     "target_environments": "commands.lock",
     "Upgrade": "project.inputs",
-    "NotSynced": "commands.install",
-    "ShowResult": "commands.install",
-    "not_synced_here": "commands.install",
-    "show": "commands.install",
-    "sync": "commands.install",
-    "sync_after_add": "commands.install",
-    "verify": "commands.install",
+    "NotSynced": "commands.sync",
+    "ShowResult": "commands.show",
+    "not_synced_here": "commands.sync",
+    "show": "commands.show",
+    "sync": "commands.sync",
+    "sync_after_add": "commands.sync",
+    "verify": "commands.verify",
     "env_report": "commands.reports",
     "outdated": "commands.reports",
     "export": "commands.interop",

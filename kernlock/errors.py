@@ -7,9 +7,9 @@ __all__ = [
     "DamagedLockError",
     "DuplicateSpecError",
     "EnvironmentStringError",
-    "ForeignLockError",
     "HubError",
     "IntegrityError",
+    "JsonLockError",
     "KernlockError",
     "LockError",
     "NoEnvironmentError",
@@ -87,7 +87,7 @@ class DamagedLockError(LockError):
         self.why = why or message
 
 
-class ForeignLockError(LockError):
+class JsonLockError(LockError):
     """kernels.lock was written by another tool (the kernels library's JSON lock); kernlock never overwrites it."""
 
 

@@ -1,6 +1,7 @@
 """What every kernlock command shares: the ``--project`` and ``-v`` options, path options, the examples and docs
-link that end each command's help, and the error handling that turns a KernlockError into one clear message and
-exit 1 (used by :mod:`kernlock.cli.app`, :mod:`kernlock.cli.run` and :mod:`kernlock.cli.hook`)."""
+link that end each command's help, the aligned table several commands print, and the error handling that turns a
+KernlockError into one clear message and exit 1 (used by :mod:`kernlock.cli.app`, :mod:`kernlock.cli.run` and
+:mod:`kernlock.cli.hook`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kernlock.errors import KernlockError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "folder_option_value",
     "handle_errors",
     "mark_verbose",
+    "print_table",
     "project_option",
     "verbose_option",
 ]
@@ -140,3 +142,11 @@ def _fail(message: str) -> None:
         traceback.print_exc()
     click.secho(f"error: {message}", fg="red", err=True)
     sys.exit(1)
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns, the header first."""
+    table = [tuple(header), *(tuple(row) for row in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())

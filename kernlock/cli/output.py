@@ -14,9 +14,9 @@ from kernlock.util.wording import count, size
 if TYPE_CHECKING:
     from kernlock.airgap.mirror import MirrorApp
     from kernlock.commands.airgap import BundleResult
-    from kernlock.commands.install import NotSynced
     from kernlock.commands.lock import AddResult, LockResult
-    from kernlock.resolve.migrate import ImportResult
+    from kernlock.commands.sync import NotSynced
+    from kernlock.resolve.interop import ImportResult
     from kernlock.resolve.outdated import Report
     from kernlock.resolve.repair import Repair
     from kernlock.sync.engine import SyncReport
@@ -167,7 +167,7 @@ def print_sync(report: SyncReport | NotSynced) -> None:
     """Print a kernlock.sync.engine.SyncReport: what was downloaded or repaired, and a one-line summary (or the one
     line that says why nothing was synced here). The sync is done: an interrupt from here on no longer turns it into
     a failure (:func:`interrupt.finish`)."""
-    from kernlock.commands.install import NotSynced  # imported already: the command that made ``report`` did
+    from kernlock.commands.sync import NotSynced  # imported already: the command that made ``report`` did
 
     interrupt.finish()
     if report.relocked:

@@ -167,8 +167,7 @@ def check(
     and with --speed its speed; with --upgrade, the builds `lock --upgrade` would move to, side by side; exit 1 on a
     failure.
     """
-    from kernlock.cli import output_record as output
-    from kernlock.cli import output_speed
+    from kernlock.cli import output_check
 
     if seqlens and not speed:
         raise click.UsageError("--seqlen goes with --speed.")
@@ -186,7 +185,7 @@ def check(
 
             click.echo(json.dumps(result.as_dict(), indent=2))
         else:
-            output_speed.print_upgrade(result)
+            output_check.print_upgrade(result)
             if result.recorded is not None:
                 click.echo(f"wrote {result.recorded}")
         if not result.ok:
@@ -200,8 +199,8 @@ def check(
 
         click.echo(json.dumps(report.as_dict(), indent=2))
     else:
-        output.print_check(report)
-        output_speed.print_speed(report)
+        output_check.print_check(report)
+        output_check.print_speed(report)
         if report.recorded is not None:
             click.echo(f"wrote {report.recorded}")
     if not report.ok:

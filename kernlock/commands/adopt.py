@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernlock.commands import lock as locking
-from kernlock.errors import DamagedLockError, ForeignLockError, LockError, NotFoundError, ProjectError, SpecError
+from kernlock.errors import DamagedLockError, JsonLockError, LockError, NotFoundError, ProjectError, SpecError
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.project.inputs import Spec
@@ -55,7 +55,7 @@ def add_from(root: Path | None, source: str, trust: bool = False, hub: Hub | Non
     text, where = _read_source(source, hub)
     try:
         carried = lockfile.loads(text, where, canonical=False)
-    except ForeignLockError:
+    except JsonLockError:
         raise ProjectError(
             f"{where} is the kernels library's own lock, not one kernlock wrote into a model folder; use "
             "`kernlock import` for a project that uses it."

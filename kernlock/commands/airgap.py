@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.commands.install import NO_TORCH, NotSynced, this_environment
 from kernlock.commands.lock import read_lock
+from kernlock.commands.sync import NO_TORCH, NotSynced, this_environment
 from kernlock.errors import KernlockError, NoEnvironmentError
 from kernlock.project import inputs as projects
 from kernlock.util import interrupt

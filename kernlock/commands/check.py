@@ -1,13 +1,13 @@
 """`kernlock check`: is each locked kernel this environment loads numerically right here, and how fast?
 (docs/check.md)
 
-Every locked entry of this environment is first verified in the cache (:func:`kernlock.sync.check.check_variant`:
+Every locked entry of this environment is first verified in the cache (:func:`kernlock.sync.integrity.check_variant`:
 not synced is an error naming `kernlock sync`, so no request is made), then loaded exactly as activation loads it
 (kernlock activated in this process with the project's lock, strict mode) and compared with the torch path it
 replaces (:mod:`kernlock.commands.parity`) on this machine's device. ``speed`` also times it against that path
 (:mod:`kernlock.commands.speed`, :mod:`kernlock.commands.training`) and compares the figures with those recorded
 for the build it replaced (:mod:`kernlock.commands.regression`). ``record`` writes the results to
-``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check_record`), keyed by commit, variant and
+``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check_report`), keyed by commit, variant and
 environment. `check --upgrade` is :mod:`kernlock.commands.upgrade_check`.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernlock.commands.check_record import CheckReport, CheckRow
+from kernlock.commands.check_report import CheckReport, CheckRow
 from kernlock.errors import KernlockError, LockError, ProjectError
 from kernlock.lock.model import Lock, LockedKernel
 
@@ -57,7 +57,7 @@ def check(
     """Check every locked kernel of this environment (``kernels``: only these repos); see the module."""
     from dataclasses import replace
 
-    from kernlock.commands import check_record as checkrecord
+    from kernlock.commands import check_report
     from kernlock.commands import lock as locking
     from kernlock.environments.environment import detect
     from kernlock.project import inputs as projects
@@ -70,10 +70,10 @@ def check(
     if speed:
         from kernlock.commands import regression
 
-        recorded = checkrecord.read(project.lockfile.parent / checkrecord.FILE_NAME)
+        recorded = check_report.read(project.lockfile.parent / check_report.FILE_NAME)
         report = replace(report, regressions=tuple(regression.regressions(recorded, report)))
     if record:
-        report = replace(report, recorded=checkrecord.write(project.lockfile.parent, report))
+        report = replace(report, recorded=check_report.write(project.lockfile.parent, report))
     return report
 
 
@@ -91,7 +91,7 @@ def check_lock(
 
     from kernlock.commands import parity
     from kernlock.runtime import activation as runtime
-    from kernlock.sync.check import check_variant
+    from kernlock.sync.integrity import check_variant
 
     verified = {}
     for entry in entries:

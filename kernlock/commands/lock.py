@@ -11,14 +11,14 @@ from kernlock.environments.environment import Environment, detect
 from kernlock.errors import (
     DamagedLockError,
     DuplicateSpecError,
-    ForeignLockError,
+    JsonLockError,
     LockError,
     NoEnvironmentError,
     ProjectError,
     ResolutionError,
 )
 from kernlock.lock import file as lockfile
-from kernlock.lock import foreign
+from kernlock.lock import interop
 from kernlock.lock.model import LOCK_VERSION, Lock
 from kernlock.project import inputs as projects
 from kernlock.project.inputs import Pin, Project, Requirement, Spec, Upgrade
@@ -34,11 +34,11 @@ __all__ = [
     "AddResult",
     "LockResult",
     "add",
-    "check_project",
     "hub_client",
     "lock",
     "lock_project",
     "read_lock",
+    "refuse_json_lock",
     "remove",
     "stale_reason",
     "target_environments",
@@ -112,7 +112,7 @@ def read_lock(project: Project) -> Lock:
             f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
             "the project folder."
         )
-    check_project(project)
+    refuse_json_lock(project)
     return lockfile.read(project.lockfile)
 
 
@@ -161,7 +161,7 @@ def lock_project(
             f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
             "project folder."
         )
-    check_project(project)
+    refuse_json_lock(project)
     for name in upgrade.kernels:
         if name not in project.requirements:
             raise ProjectError(f"--upgrade-kernel {name}: not a requirement in [tool.kernlock.kernels].")
@@ -173,7 +173,7 @@ def lock_project(
         try:
             previous = lockfile.read(project.lockfile)  # pyproject and a foreign lock were checked above
             reason = stale_reason(project, previous, environments)
-        except ForeignLockError:
+        except JsonLockError:
             raise
         except LockError as err:
             if check or (isinstance(err, DamagedLockError) and not repair):
@@ -277,7 +277,7 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
         raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
-    check_project(project)
+    refuse_json_lock(project)
     hub = hub_client(hub)
     environments = target_environments(project)
     added: dict[str, str] = {}
@@ -338,7 +338,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     interrupt.reset()
     names = [Spec.parse(name).repo for name in names]
     project = projects.load(projects.locate(root))
-    check_project(project)
+    refuse_json_lock(project)
     unknown = [name for name in names if name not in project.requirements]
     if unknown:
         known = ", ".join(sorted(project.requirements)) or "none"
@@ -359,7 +359,7 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     )
 
 
-def check_project(project: Project) -> None:
+def refuse_json_lock(project: Project) -> None:
     """Refuse to work on a project that still uses the kernels library's lock: a JSON kernels.lock (never
     overwritten) or kernels declared in ``[tool.kernels.dependencies]`` (which kernlock would ignore)."""
     lock = project.lockfile
@@ -367,11 +367,11 @@ def check_project(project: Project) -> None:
         text = lock.read_text("utf-8", "replace")
     except OSError:
         text = ""  # no lock (or an unreadable one: reading it names the problem)
-    if foreign.looks_like_json_lock(text):
-        raise ForeignLockError(foreign.foreign_lock_message(str(lock)))
-    declared = project.foreign_dependencies
+    if interop.looks_like_json_lock(text):
+        raise JsonLockError(interop.json_lock_message(str(lock)))
+    declared = project.kernels_dependencies
     if declared:
-        raise ForeignLockError(
+        raise JsonLockError(
             f"{project.pyproject} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
             "kernels library's table), which kernlock does not read; run `kernlock import` to move them into "
             "[tool.kernlock.kernels]."

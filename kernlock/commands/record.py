@@ -17,8 +17,8 @@ from kernlock.project import inputs as projects
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kernlock.commands.install import NotSynced
     from kernlock.commands.lock import AddResult
+    from kernlock.commands.sync import NotSynced
     from kernlock.runtime.records import Gathered
     from kernlock.sync.engine import SyncReport
 
@@ -91,10 +91,10 @@ def finish(prepared: Prepared, gathered: Gathered, *, dry_run: bool = False, no_
         if no_lock:
             pyproject_edit.set_requirements(project, {repo: (rev, False) for repo, rev in adds.items()})
         else:
-            from kernlock.commands import install as installing
+            from kernlock.commands import sync as syncing
 
             locked = locking.add(prepared.root, [f"{repo}@{rev}" for repo, rev in adds.items()])
-            synced = installing.sync_after_add(locked.lock.lock)
+            synced = syncing.sync_after_add(locked.lock.lock)
     return RecordResult(
         gathered=gathered,
         added=adds,

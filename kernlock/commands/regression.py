@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock.commands.check_record import CheckReport
+from kernlock.commands.check_report import CheckReport
 
 __all__ = ["THRESHOLD", "Slowdown", "figures", "label", "regressions", "worst"]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from kernlock.commands import regression
 from kernlock.commands.check import entries_here
-from kernlock.commands.check_record import CheckReport
+from kernlock.commands.check_report import CheckReport
 from kernlock.errors import KernlockError, ProjectError
 from kernlock.lock.model import LockedKernel
 from kernlock.project.inputs import Pin, Upgrade
@@ -117,7 +117,7 @@ def check_upgrade(
     hub: Hub | None = None,
 ) -> UpgradeReport:
     """See the module; ``kernels``/``to`` as `check --upgrade --kernel NAME [--to REV]`."""
-    from kernlock.commands import check_record as checkrecord
+    from kernlock.commands import check_report
     from kernlock.commands import lock as locking
     from kernlock.environments.environment import detect
     from kernlock.lock import file as lockfile
@@ -163,8 +163,8 @@ def check_upgrade(
     pairs = tuple(_pair(old, new, environment, locked, upgraded) for old, new in moves)
     recorded = None
     if record:
-        checkrecord.write(project.lockfile.parent, locked)
-        recorded = checkrecord.write(project.lockfile.parent, upgraded)
+        check_report.write(project.lockfile.parent, locked)
+        recorded = check_report.write(project.lockfile.parent, upgraded)
     return UpgradeReport(
         environment=environment,
         device=upgraded.device,

@@ -14,8 +14,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock.errors import DamagedLockError, ForeignLockError, LockError
-from kernlock.lock import foreign
+from kernlock.errors import DamagedLockError, JsonLockError, LockError
+from kernlock.lock import interop
 from kernlock.lock.document import HEADER, content_hash, dumps, entry_table, facts_document, normalized
 from kernlock.lock.model import (
     DIGEST,
@@ -120,8 +120,8 @@ def has_conflict_markers(text: str) -> bool:
 
 def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: bool = False) -> Lock:
     """Parse lock text (stdlib tomllib: fast enough for run-time activation); see :func:`read`."""
-    if foreign.looks_like_json_lock(text):
-        raise ForeignLockError(foreign.foreign_lock_message(where))
+    if interop.looks_like_json_lock(text):
+        raise JsonLockError(interop.json_lock_message(where))
     try:
         data = tomllib.loads(text)
     except RecursionError:  # tomllib recurses once per nested array or inline table: `x = [[[[...`

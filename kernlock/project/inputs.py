@@ -22,7 +22,7 @@ else:  # pragma: no cover
 from kernlock.environments import facts
 from kernlock.environments.environment import Environment
 from kernlock.errors import EnvironmentStringError, ProjectError, SpecError
-from kernlock.lock import foreign
+from kernlock.lock import interop
 from kernlock.lock.file import LOCK_NAME
 from kernlock.project import signatures as sigpolicy
 from kernlock.project.conditions import Condition
@@ -137,8 +137,8 @@ class Project:
     requirements: dict[str, Requirement] = field(default_factory=dict)
     environments: list[Environment] | None = None
     #: ``[tool.kernels.dependencies]`` (the kernels library's table) as repo -> ``vN``: kernlock refuses to work on
-    #: the project until `kernlock import` moves them (:func:`kernlock.commands.lock.check_project`).
-    foreign_dependencies: dict[str, str] = field(default_factory=dict)
+    #: the project until `kernlock import` moves them (:func:`kernlock.commands.lock.refuse_json_lock`).
+    kernels_dependencies: dict[str, str] = field(default_factory=dict)
     #: ``[tool.kernlock.signatures]`` (the defaults when the table is absent).
     signatures: SignaturePolicy = field(default_factory=SignaturePolicy)
     #: ``provenance``: whether activated processes write kernels.lock into saved model folders and compare the
@@ -197,10 +197,10 @@ def load(root: Path | str) -> Project:
     if not pyproject.exists():
         return Project(root=root)
     doc = _read_plain(pyproject)
-    foreign_dependencies = foreign.kernels_dependencies(doc, pyproject)
+    kernels_dependencies = interop.kernels_dependencies(doc, pyproject)
     table = _kernlock_table(doc, pyproject)
     if table is None:
-        return Project(root=root, foreign_dependencies=foreign_dependencies)
+        return Project(root=root, kernels_dependencies=kernels_dependencies)
     unknown = set(table) - set(_TABLE_KEYS)
     if unknown:
         raise ProjectError(f"{pyproject}: {unknown_keys(unknown, _TABLE_KEYS, '[tool.kernlock]')}.")
@@ -226,7 +226,7 @@ def load(root: Path | str) -> Project:
         root=root,
         requirements=requirements,
         environments=environments,
-        foreign_dependencies=foreign_dependencies,
+        kernels_dependencies=kernels_dependencies,
         signatures=signatures,
         provenance=provenance,
     )

@@ -305,7 +305,7 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
         path = state.verified.get(key)
         if path is not None:
             return path
-        from kernlock.sync.check import check_variant
+        from kernlock.sync.integrity import check_variant
         from kernlock.util import hfenv
 
         settings = activated.settings()

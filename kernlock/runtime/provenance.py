@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from kernlock.errors import ActivationError, DamagedLockError, KernlockError
-from kernlock.lock import checkfile
+from kernlock.lock import check_results
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.runtime import policy
@@ -185,7 +185,7 @@ def record(folder: str | os.PathLike[str]) -> Path | None:
     lockfile.write(target, lock)
     found = verdicts(builds)
     if found:
-        checkfile.write(where / checkfile.FILE_NAME, found)
+        check_results.write(where / check_results.FILE_NAME, found)
     _say_once(where, builds)
     return target
 
@@ -220,14 +220,14 @@ def verdicts(builds: tuple[LockedKernel, ...]) -> list[dict[str, object]]:
     if settings is None or not builds:
         return []
     try:
-        entries = checkfile.read(Path(settings.lockfile).parent / checkfile.FILE_NAME)
+        entries = check_results.read(Path(settings.lockfile).parent / check_results.FILE_NAME)
     except KernlockError:
         return []
     if not entries:
         return []
     device = _device()
     wanted = {(b.repo, b.commit, b.variants[0].name, b.environments[0], device) for b in builds}
-    return [entry for entry in entries if checkfile.key_of(entry) in wanted]
+    return [entry for entry in entries if check_results.key_of(entry) in wanted]
 
 
 def _device() -> str:

@@ -219,10 +219,10 @@ def _push_from_checkpoint(original: Any) -> Any:
 
 def _copy_provenance(checkpoint: Path, output: Path) -> None:
     """The checkpoint's kernels.lock (and verdicts) beside the weights Trainer copies into ``output`` to push."""
-    from kernlock.lock import checkfile
+    from kernlock.lock import check_results
     from kernlock.runtime import provenance
 
-    for name in (provenance.FILE_NAME, checkfile.FILE_NAME):
+    for name in (provenance.FILE_NAME, check_results.FILE_NAME):
         source = checkpoint / name
         if source.is_file() and not source.is_symlink() and provenance.refusal(output) is None:
             shutil.copyfile(source, output / name)

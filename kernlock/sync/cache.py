@@ -19,7 +19,7 @@ the user can write, :func:`kernlock.util.hfenv.private`; the kernel cache may be
 Every path is built with :func:`kernlock.util.names.under`, so no symlink in the cache can lead a write (or a load)
 outside it. The receipt lets run-time activation check a variant with a few ``stat`` calls and one listing of
 its folder instead of re-hashing it. This module imports no network stack: the run-time hooks, ``verify`` and
-``show`` need only it and :mod:`kernlock.sync.check`.
+``show`` need only it and :mod:`kernlock.sync.integrity`.
 """
 
 from __future__ import annotations

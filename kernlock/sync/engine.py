@@ -1,9 +1,10 @@
 """Lock -> verified files in the Hugging Face cache: exactly the locked variants, in parallel, atomically.
 
 This module orchestrates; the jobs live in their own modules: :mod:`kernlock.sync.cache` (layout, receipts, hashing),
-:mod:`kernlock.sync.check` (is a variant intact?), :mod:`kernlock.sync.fetch` (downloads), :mod:`kernlock.sync.verify`
-(re-hash everything). It also re-exports the documented library API (docs/sync.md), so ``kernlock.sync.engine`` stays
-the one place a user imports it from; kernlock's own run-time path imports the small modules instead.
+:mod:`kernlock.sync.integrity` (is a variant intact?), :mod:`kernlock.sync.fetch` (downloads),
+:mod:`kernlock.sync.verify` (re-hash everything). It also re-exports the documented library API (docs/sync.md), so
+``kernlock.sync.engine`` stays the one place a user imports it from; kernlock's own run-time path imports the small
+modules instead.
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ from kernlock.sync.cache import cache_dir as cache_dir
 from kernlock.sync.cache import receipts_folder, receipts_kept
 from kernlock.sync.cache import targets as targets
 from kernlock.sync.cache import variant_path as variant_path
-from kernlock.sync.check import FileState, describe, describe_extras, inspect_variant, refresh
-from kernlock.sync.check import check_variant as check_variant
-from kernlock.sync.check import is_synced as is_synced
 from kernlock.sync.fetch import (
     FILE_WORKERS,
     FileSource,
@@ -35,6 +33,9 @@ from kernlock.sync.fetch import (
 )
 from kernlock.sync.fetch import VariantResult as VariantResult
 from kernlock.sync.fetch import ensure_variant as ensure_variant
+from kernlock.sync.integrity import FileState, describe, describe_extras, inspect_variant, refresh
+from kernlock.sync.integrity import check_variant as check_variant
+from kernlock.sync.integrity import is_synced as is_synced
 from kernlock.sync.signatures import SignatureCheck, reverify
 from kernlock.sync.verify import Problem as Problem
 from kernlock.sync.verify import VerifyResult as VerifyResult
@@ -155,9 +156,9 @@ def _sync_online(
         }
         todo = [i for i in range(len(pairs)) if i not in results]
         if todo:
-            from kernlock.sync import room
+            from kernlock.sync import disk_space
 
-            room.check_room([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
+            disk_space.require_space([pairs[i] for i in todo], cache)  # before any download: a sync that cannot fit
             with interrupt.worker_pool(FILE_WORKERS) as files, interrupt.worker_pool(VARIANT_WORKERS) as variants:
                 bar = progress_bar(progress)
                 futures = {

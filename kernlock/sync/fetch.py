@@ -32,7 +32,7 @@ from kernlock.sync.cache import (
     unlink_symlink,
     write_receipt,
 )
-from kernlock.sync.check import FileCheck, FileState, check_variant, inspect_variant, markers, place_markers
+from kernlock.sync.integrity import FileCheck, FileState, check_variant, inspect_variant, markers, place_markers
 from kernlock.sync.publish import discard, publish, staging_folder
 from kernlock.sync.signatures import SignatureCheck
 from kernlock.util import hfenv, interrupt
@@ -359,9 +359,9 @@ def write_ref(entry: LockedKernel, cache: Path) -> None:
 
 def cache_error(cache: Path, err: OSError) -> KernlockError:
     """The message for a cache kernlock cannot write to (a full disk is named as such)."""
-    from kernlock.sync import room
+    from kernlock.sync import disk_space
 
-    full = room.full_disk(cache, err)
+    full = disk_space.full_disk(cache, err)
     if full is not None:
         return full
     return KernlockError(
@@ -388,9 +388,9 @@ def ensure_variant(
         if offline or hfenv.offline():
             raise
     interrupt.reset()  # a load after an interrupted one (library use) fetches again
-    from kernlock.sync import room
+    from kernlock.sync import disk_space
 
-    room.check_room([(entry, variant)], cache)
+    disk_space.require_space([(entry, variant)], cache)
     with interrupt.worker_pool(FILE_WORKERS) as pool:
         try:
             result = fetch_variant(entry, variant, client(hub)(), cache, pool, progress_bar(False), signatures)

@@ -9,7 +9,7 @@ from kernlock.errors import SignedDigestError
 from kernlock.lock.model import Lock, LockedKernel, LockedVariant
 from kernlock.sync import refusals
 from kernlock.sync.cache import cache_dir, targets
-from kernlock.sync.check import FileState, Inspection, inspect_variant, refresh
+from kernlock.sync.integrity import FileState, Inspection, inspect_variant, refresh
 from kernlock.sync.signatures import default_trusted_root, reverify, signed
 
 __all__ = ["Problem", "VerifyResult", "verify"]

@@ -23,7 +23,7 @@ from envs import user_env_for
 from projects import CPU_ENV, own_repo, write_pyproject
 
 from kernlock.commands import regression
-from kernlock.commands.check_record import CheckReport, CheckRow
+from kernlock.commands.check_report import CheckReport, CheckRow
 from kernlock.commands.speed import SpeedRow
 from kernlock.commands.timing import Timing
 from kernlock.testing import Catalog, HubServer

@@ -26,7 +26,7 @@ CUDA_ENV = "torch212-cxx11-cu128-x86_64-linux"
 #: kernlock's modules of the kernel cache, from the cheapest (layout) to the download and orchestration.
 CACHE_MODULES = (
     "kernlock.sync.cache",
-    "kernlock.sync.check",
+    "kernlock.sync.integrity",
     "kernlock.sync.verify",
     "kernlock.sync.fetch",
     "kernlock.sync.engine",
@@ -137,8 +137,8 @@ def test_commands_that_never_touch_the_cache_skip_the_cache_modules(
 @pytest.mark.parametrize(
     ("args", "needs"),
     [
-        (["show"], {"kernlock.sync.cache", "kernlock.sync.check"}),
-        (["verify"], {"kernlock.sync.cache", "kernlock.sync.check", "kernlock.sync.verify"}),
+        (["show"], {"kernlock.sync.cache", "kernlock.sync.integrity"}),
+        (["verify"], {"kernlock.sync.cache", "kernlock.sync.integrity", "kernlock.sync.verify"}),
         (["sync", "--frozen"], set(CACHE_MODULES)),
     ],
 )
@@ -161,7 +161,7 @@ def test_commands_with_nothing_to_fetch_start_no_thread_pool(
     signature to verify again). (`verify` imports sigstore, which imports logging and tempfile itself.)"""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
-    assert "kernlock.sync.check" in modules  # it did check the cache
+    assert "kernlock.sync.integrity" in modules  # it did check the cache
     assert sorted(m for m in FAN_OUT_AND_WRITE if m in modules) == []
     assert "sigstore" not in modules
 

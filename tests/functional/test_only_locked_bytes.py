@@ -34,7 +34,7 @@ from kernlock.errors import IntegrityError, NotSyncedError
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.sync import cache as caches
 from kernlock.sync import engine as syncing
-from kernlock.sync.check import FileState
+from kernlock.sync.integrity import FileState
 from kernlock.testing import Catalog, HubServer, read_identity
 
 ACTIVATION = "kernels-community/activation"

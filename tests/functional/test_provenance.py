@@ -21,7 +21,7 @@ from cli import run_cli
 from envs import user_env_for
 from projects import CPU_ENV, write_pyproject
 
-from kernlock.lock import checkfile
+from kernlock.lock import check_results
 from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo, move_branch
 
@@ -151,7 +151,7 @@ def test_a_checkpoint_carries_the_build_it_was_trained_with(trained: dict) -> No
         [variant] = kernel.variants
         assert variant.name == CPU_VARIANT and variant.files == entry.variant_for(CPU_ENV).files
         assert variant.signature == entry.variant_for(CPU_ENV).signature
-        [verdict] = checkfile.read(out / folder / "kernels.check.toml")  # `kernlock check --record`'s, this machine
+        [verdict] = check_results.read(out / folder / "kernels.check.toml")  # `kernlock check --record`'s, this machine
         assert (verdict["repo"], verdict["commit"], verdict["device"], verdict["result"]) == (
             FA2,
             entry.commit,

@@ -453,7 +453,7 @@ def test_a_synced_load_imports_no_download_module(rt: Runtime):
         """
     )
     report = rt.assert_locked(child, FA2)
-    assert "kernlock.sync.check" in report["kernlock"] and "kernlock.sync.cache" in report["kernlock"]
+    assert "kernlock.sync.integrity" in report["kernlock"] and "kernlock.sync.cache" in report["kernlock"]
     unexpected = {"kernlock.sync.fetch", "kernlock.sync.engine", "kernlock.sync.verify", "kernlock.hub.client"} & set(
         report["kernlock"]
     )

@@ -25,7 +25,7 @@ from kernlock.lock.model import Lock
 from kernlock.project import inputs as projects
 from kernlock.sync import cache as caches
 from kernlock.sync import engine as syncing
-from kernlock.sync.check import FileState
+from kernlock.sync.integrity import FileState
 from kernlock.testing import Catalog, HubServer
 
 CUDA_ENV = "torch212-cxx11-cu130-x86_64-linux"

@@ -1,4 +1,4 @@
-"""What `kernlock check --speed` and `kernlock check --upgrade` print (docs/check.md explains every column)."""
+"""What `kernlock check` prints, with `--speed` and `--upgrade` (docs/check.md explains every column)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kernlock.cli.output_record import print_table
+from kernlock.cli.common import print_table
 from kernlock.util.wording import count, size
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kernlock.commands.timing import Timing
     from kernlock.commands.upgrade_check import UpgradeReport
 
-__all__ = ["print_speed", "print_upgrade"]
+__all__ = ["print_check", "print_speed", "print_upgrade"]
 
 
 def _number(value: float) -> str:
@@ -143,3 +143,31 @@ def print_upgrade(report: UpgradeReport) -> None:
     broken = sum(pair.breaks for pair in report.pairs)
     summary = f"{count(broken, 'upgrade')} would break parity" if broken else "no upgrade breaks parity"
     click.echo(f"{summary}; kernels.lock is unchanged (`kernlock lock --upgrade` moves it)")
+
+
+def print_check(report: CheckReport) -> None:
+    """`check`: one line per case, then the verdict."""
+    rows = [
+        (
+            row.kernel,
+            row.commit[:12] if row.commit else "-",
+            row.variant or "-",
+            row.case,
+            "-" if row.error is None else f"{row.error:.2e}",
+            "-" if row.tolerance is None else f"{row.tolerance:.1e}",
+            row.verdict,
+        )
+        for row in report.rows
+    ]
+    click.echo(f"kernlock check on {report.device} ({report.environment})")
+    print_table(("kernel", "commit", "variant", "case", "max abs error", "tolerance", "result"), rows)
+    failed = [row for row in report.rows if row.verdict == "FAIL"]
+    for row in failed:
+        if row.note:
+            click.secho(f"  {row.kernel} {row.case}: {row.note}", fg="red")
+    unchecked = sorted({row.kernel for row in report.rows if row.verdict == "not checked"})
+    passed = sum(row.verdict == "pass" for row in report.rows)
+    summary = f"{count(passed, 'case')} passed, {count(len(failed), 'case')} failed"
+    if unchecked:
+        summary += f"; not checked: {', '.join(unchecked)}"
+    click.echo(summary)

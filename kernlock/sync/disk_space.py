@@ -1,4 +1,4 @@
-"""Room on the disk of the kernel cache: a sync that cannot fit is refused before its first download, naming the
+"""Disk space for the kernel cache: a sync that cannot fit is refused before its first download, naming the
 bytes it needs and the bytes free; a disk that fills up anyway is named as full, not as unwritable."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kernlock.lock.model import LockedKernel, LockedVariant
 from kernlock.sync.cache import blob_path
 from kernlock.util.wording import size
 
-__all__ = ["DiskFullError", "check_room", "full_disk", "needed_bytes"]
+__all__ = ["DiskFullError", "full_disk", "needed_bytes", "require_space"]
 
 #: Room kept beyond the files themselves: the snapshot links, receipts and lock files a sync writes.
 MARGIN = 1 << 20
@@ -45,7 +45,7 @@ def needed_bytes(pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Pat
     return sum(needed.values())
 
 
-def check_room(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> None:
+def require_space(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) -> None:
     """DiskFullError before any download when the disk holding ``cache`` has less room than the missing files."""
     needed = needed_bytes(pairs, cache)
     if not needed:

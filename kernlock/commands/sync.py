@@ -1,16 +1,16 @@
-"""`kernlock sync`, `verify` and `show`: this machine's locked files in the kernel cache, verified."""
+"""`kernlock sync`: this machine's locked files in the kernel cache, verified (re-locking a stale lock first)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kernlock.commands.lock import LockResult, lock_project, read_lock, stale_reason, target_environments
+from kernlock.commands.lock import LockResult, lock_project, read_lock
 from kernlock.environments.environment import detect
 from kernlock.errors import DamagedLockError, KernlockError, LockError, NoEnvironmentError, UnreachableError
 from kernlock.lock import index as lockindex
-from kernlock.lock.model import Lock, Signature
+from kernlock.lock.model import Lock
 from kernlock.project import inputs as projects
 from kernlock.project.inputs import Project, Upgrade
 from kernlock.util import hfenv, interrupt
@@ -19,9 +19,8 @@ from kernlock.util.sharing import cache_lock, kernlock_folder
 if TYPE_CHECKING:
     from kernlock.hub.client import Hub
     from kernlock.sync import engine as syncing
-    from kernlock.sync.verify import VerifyResult
 
-__all__ = ["NotSynced", "ShowResult", "not_synced_here", "show", "sync", "sync_after_add", "this_environment", "verify"]
+__all__ = ["NO_TORCH", "NotSynced", "not_synced_here", "sync", "sync_after_add", "this_environment"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +135,7 @@ def not_synced_here(lock: Lock) -> tuple[str, list[str]] | None:
     """`lock` downloads nothing: this machine's environment and the kernels of ``lock`` it would load that are not
     synced here (an offline run would fail on them), or None when there are none or the lock does not cover this
     machine."""
-    from kernlock.sync import check as variantcheck
+    from kernlock.sync import integrity
 
     try:
         env = str(detect())
@@ -145,105 +144,6 @@ def not_synced_here(lock: Lock) -> tuple[str, list[str]] | None:
     missing = [
         f"{kernel.repo} {kernel.requested} {kernel.commit[:8]}"
         for kernel in lock.kernels
-        if (variant := kernel.variant_for(env)) is not None and not variantcheck.is_synced(kernel, variant)
+        if (variant := kernel.variant_for(env)) is not None and not integrity.is_synced(kernel, variant)
     ]
     return (env, missing) if missing else None
-
-
-def verify(root: Path | None = None, all_environments: bool = False, full: bool = False) -> VerifyResult:
-    """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
-    locked variant) must be present. Returns the problems; none (``.ok``) means intact. ``full``: verify every
-    signature with sigstore again, even one verified before for the same bundle and trusted root."""
-    from kernlock.sync import verify as verifying
-
-    project = projects.load(projects.locate(root))
-    lock = read_lock(project)
-    if all_environments:
-        required = list(lock.environments)
-    else:
-        try:
-            required = [env for env in [str(detect())] if env in lock.environments]
-        except KernlockError:
-            required = []
-    trusted_root = project.signatures.trusted_root_path(project.root)
-    return verifying.verify(lock, required, trusted_root=trusted_root, full=full)
-
-
-def _signer(signature: Signature | str | None) -> str | None:
-    """Who signed, in a few words: ``owner/repo workflow.yaml@ref``, ``"unsigned"``, or None (not recorded)."""
-    if not isinstance(signature, Signature):
-        return signature
-    workflow = signature.signer.split("/.github/workflows/", 1)[-1]
-    return f"{signature.repository} {workflow}"
-
-
-def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None:
-    """The lock's record, as ``show --json`` gives it."""
-    if not isinstance(signature, Signature):
-        return signature
-    return {
-        "signer": signature.signer,
-        "repository": signature.repository,
-        "issuer": signature.issuer,
-        "log-index": signature.log_index,
-        "integrated-time": signature.integrated_time,
-        "bundle": signature.bundle,
-    }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShowResult:
-    rows: list[dict[str, Any]]  # one per lock entry
-    stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
-    #: Why rows have no variant here (None when every row has one): no torch, an environment the lock does not
-    #: cover, or entries locked for other environments only.
-    no_variant: str | None = None
-
-
-def show(root: Path | None = None) -> ShowResult:
-    """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
-    whether the lock is stale."""
-    from kernlock.sync import cache
-    from kernlock.sync import check as variantcheck
-
-    project = projects.load(projects.locate(root))
-    lock = read_lock(project)
-    try:
-        stale = stale_reason(project, lock, target_environments(project))
-    except KernlockError as err:
-        stale = str(err)
-    no_variant = None
-    try:
-        env: str | None = str(detect())
-    except NoEnvironmentError:
-        env, no_variant = None, f"{NO_TORCH}; it locks for {', '.join(lock.environments) or 'no environment'}"
-    except KernlockError as err:
-        env, no_variant = None, str(err)
-    if env is not None and env not in lock.environments:
-        no_variant = (
-            f"this machine ({env}) is not an environment of kernels.lock; add it to `environments` in [tool.kernlock] "
-            "and run `kernlock lock`"
-        )
-    rows = []
-    for kernel in lock.kernels:
-        variant = kernel.variant_for(env) if env else None
-        rows.append(
-            {
-                "repo": kernel.repo,
-                "requested": kernel.requested,
-                "ref": kernel.ref,
-                "commit": kernel.commit,
-                "environments": list(kernel.environments),
-                "required_by": list(kernel.required_by),
-                "environment": env,
-                "variant": variant.name if variant else None,
-                "synced": variantcheck.is_synced(kernel, variant) if variant else None,
-                "path": str(cache.variant_path(kernel, variant)) if variant else None,
-                "signer": _signer(variant.signature) if variant else None,
-                "signature": _signature(variant.signature) if variant else None,
-            }
-        )
-    elsewhere = sorted({str(row["repo"]) for row in rows if row["variant"] is None})
-    if no_variant is None and elsewhere:
-        no_variant = f"{', '.join(elsewhere)}: an entry locked for other environments than this machine's ({env})"
-    return ShowResult(rows=rows, stale=stale, no_variant=no_variant if rows else None)

@@ -18,8 +18,7 @@ from kernlock.environments.environment import Environment, detect
 from kernlock.errors import KernlockError, NotFoundError, ProjectError, ResolutionError
 from kernlock.hub.client import Hub
 from kernlock.lock import file as lockfile
-from kernlock.lock import foreign
-from kernlock.lock.foreign import ForeignPin
+from kernlock.lock.interop import MOVED_NAME, JsonLockPin, looks_like_json_lock, parse_json_lock
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.project import edit as pyproject_edit
 from kernlock.project import inputs as projects
@@ -37,7 +36,7 @@ _ADD_VERSION = re.compile(r"`kernlock add ([\w.-]+/[\w.-]+)@v(\d+)`")
 class Outcome:
     """What became of one pin of the JSON lock."""
 
-    pin: ForeignPin
+    pin: JsonLockPin
     commit: str | None  # the commit kernlock locked for it (None: no longer needed)
     why: str | None  # why the JSON lock's commit was not kept (None when it was)
 
@@ -60,9 +59,9 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     project = projects.load(projects.locate(root))
     if not project.pyproject.exists():
         raise ProjectError(f"no pyproject.toml in {project.root}; point --project at the project folder.")
-    declared = project.foreign_dependencies
+    declared = project.kernels_dependencies
     pins, is_json, previous_own = _read_lock(project)
-    moved_to = project.root / foreign.MOVED_NAME if is_json else None
+    moved_to = project.root / MOVED_NAME if is_json else None
     if not declared and not pins:
         raise ProjectError(
             f"nothing to import in {project.root}: no [tool.kernels.dependencies] in pyproject.toml and no JSON "
@@ -122,22 +121,22 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     )
 
 
-def _read_lock(project: Project) -> tuple[list[ForeignPin], bool, Lock | None]:
+def _read_lock(project: Project) -> tuple[list[JsonLockPin], bool, Lock | None]:
     """The JSON lock's pins and whether there is one; else the pins of a kernlock lock already there, if any."""
     if not project.lockfile.exists():
         return [], False, None
     text = project.lockfile.read_text(encoding="utf-8", errors="replace")
-    if foreign.looks_like_json_lock(text):
-        return foreign.parse_json_lock(text, str(project.lockfile)), True, None
+    if looks_like_json_lock(text):
+        return parse_json_lock(text, str(project.lockfile)), True, None
     return [], False, lockfile.read_pins(project.lockfile)
 
 
 def _seed(
-    pins: list[ForeignPin], direct: set[str], environments: list[Environment], hub: Hub
-) -> tuple[list[LockedKernel], dict[ForeignPin, str]]:
+    pins: list[JsonLockPin], direct: set[str], environments: list[Environment], hub: Hub
+) -> tuple[list[LockedKernel], dict[JsonLockPin, str]]:
     """Lock entries at the JSON lock's commits, for the resolver to keep; and why some pins cannot be kept."""
     entries: list[LockedKernel] = []
-    why: dict[ForeignPin, str] = {}
+    why: dict[JsonLockPin, str] = {}
     seen: set[str] = set()
     for pin in pins:
         if pin.repo.casefold() in seen:
@@ -169,7 +168,7 @@ def _seed(
     return entries, why
 
 
-def _outcome(pin: ForeignPin, lock: Lock, why: str | None) -> Outcome:
+def _outcome(pin: JsonLockPin, lock: Lock, why: str | None) -> Outcome:
     entries = [k for k in lock.entries(pin.repo) if k.requested == pin.rev]
     commit = entries[0].commit if entries else None
     if why is None and commit is not None and commit != pin.commit:

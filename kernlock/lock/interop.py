@@ -1,14 +1,16 @@
 """The kernels library's own lock: its JSON ``kernels.lock`` and the ``[tool.kernels.dependencies]`` table.
 
-kernlock reads both (to recognise a project that uses them and to migrate it, :mod:`kernlock.resolve.migrate`) and
-writes the JSON format (:mod:`kernlock.lock.export`); it never overwrites a JSON lock
-(:func:`kernlock.commands.lock.check_project`). The format, as kernels 0.17 writes and reads it (unknown keys are
-refused there, so nothing can be added)::
+kernlock reads both (to recognise a project that uses them and to import it, :mod:`kernlock.resolve.interop`) and
+writes the JSON format (:func:`export`, for a package whose code calls ``kernels.load_kernel``/``get_locked_kernel``
+with a lock file it ships); it never overwrites a JSON lock (:func:`kernlock.commands.lock.refuse_json_lock`). The
+format, as kernels 0.17 writes and reads it (unknown keys are refused there, so nothing can be added)::
 
     [{"dependency": {"repo-id": "org/name", "version": 1}, "lock": {"commit": "<40 hex>"}}, ...]
 
 ``"revision": "<branch, tag or sha>"`` stands for ``"version"`` when the dependency is not a version branch.
 Older kernels (before kernel repositories) wrote ``[{"repo_id": ..., "sha": ..., "variants": {...}}]``: read too.
+The kernels library's lock holds one commit per kernel (and no variant, file or environment), so a kernel that
+kernlock locks to different commits on different environments (``when`` pins) needs an environment to export.
 """
 
 from __future__ import annotations
@@ -19,14 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import ProjectError
+from kernlock.errors import KernlockError, ProjectError
+from kernlock.lock.model import Lock
 from kernlock.util import names
+from kernlock.util.atomic import write_text_atomic
 
 __all__ = [
+    "FORMATS",
     "MOVED_NAME",
-    "ForeignPin",
-    "foreign_lock_message",
+    "JsonLockPin",
+    "export",
+    "json_lock_message",
     "kernels_dependencies",
+    "kernels_pins",
     "looks_like_json_lock",
     "parse_json_lock",
     "render_json_lock",
@@ -35,12 +42,14 @@ __all__ = [
 
 #: Where `kernlock import` moves the kernels library's JSON lock (byte for byte).
 MOVED_NAME = "kernels.lock.json"
+#: The formats `kernlock export` writes.
+FORMATS = ("kernels",)
 _VERSION = re.compile(r"v(\d{1,4})")
 _CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ForeignPin:
+class JsonLockPin:
     """One entry of a kernels JSON lock: a repo, the revision it was asked at (``vN`` for a version) and its commit."""
 
     repo: str
@@ -64,7 +73,7 @@ def looks_like_json_lock(text: str) -> bool:
         return False
 
 
-def foreign_lock_message(where: str) -> str:
+def json_lock_message(where: str) -> str:
     """The error for a kernels JSON lock where kernlock expects its own: kept as it is, and the migration named."""
     return (
         f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite "
@@ -73,7 +82,7 @@ def foreign_lock_message(where: str) -> str:
     )
 
 
-def parse_json_lock(text: str, where: str) -> list[ForeignPin]:
+def parse_json_lock(text: str, where: str) -> list[JsonLockPin]:
     """The pins of a kernels JSON lock; ProjectError naming the entry that is not one."""
     try:
         data = json.loads(text)
@@ -92,7 +101,7 @@ def parse_json_lock(text: str, where: str) -> list[ForeignPin]:
     return pins
 
 
-def _pin(item: object) -> ForeignPin:
+def _pin(item: object) -> JsonLockPin:
     if not isinstance(item, dict):
         raise ValueError("not an object")
     if "dependency" in item:
@@ -110,10 +119,10 @@ def _pin(item: object) -> ForeignPin:
     names.check_repo(repo)
     names.check_commit(commit)
     names.check_ref(rev)
-    return ForeignPin(repo=repo, rev=rev, commit=commit)
+    return JsonLockPin(repo=repo, rev=rev, commit=commit)
 
 
-def render_json_lock(pins: list[ForeignPin]) -> str:
+def render_json_lock(pins: list[JsonLockPin]) -> str:
     """The kernels library's lock text for ``pins`` (its own bytes: two-space indent, one entry per pin)."""
     entries = []
     for pin in pins:
@@ -154,3 +163,49 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
             )
         found[repo] = f"v{version}"
     return found
+
+
+def kernels_pins(lock: Lock, environment: str | None = None) -> list[JsonLockPin]:
+    """One pin per locked repo (of ``environment``'s entries when given), ordered by repo."""
+    if environment is not None and environment not in lock.environments:
+        raise KernlockError(
+            f"--environment {environment}: kernels.lock covers {', '.join(lock.environments)}; pick one of them."
+        )
+    pins: dict[str, JsonLockPin] = {}
+    for entry in lock.kernels:
+        if environment is not None and environment not in entry.environments:
+            continue
+        pin = JsonLockPin(repo=entry.repo, rev=entry.requested, commit=entry.commit)
+        other = pins.setdefault(entry.repo, pin)
+        if other.commit != pin.commit:
+            raise KernlockError(
+                f"kernels.lock locks {entry.repo} to {other.commit[:12]} ({other.rev}) and {pin.commit[:12]} "
+                f"({pin.rev}) on different environments; the kernels library's lock holds one commit per kernel: "
+                "choose with `kernlock export --format kernels --environment ENV`."
+            )
+    return [pins[repo] for repo in sorted(pins)]
+
+
+def export(lock: Lock, fmt: str, output: Path, environment: str | None = None) -> list[JsonLockPin]:
+    """Write ``lock`` in format ``fmt`` to ``output`` (atomically); returns what was written."""
+    if fmt not in FORMATS:
+        raise ProjectError(f"unknown export format {fmt!r}; supported: {', '.join(FORMATS)}.")
+    text = _existing(output)
+    if 'created-by = "kernlock"' in text:
+        raise ProjectError(f"{output} is kernlock's own lock; export to another file, e.g. `-o kernels.lock.json`.")
+    if text.strip() and not looks_like_json_lock(text):
+        raise ProjectError(
+            f"{output} exists and is not a kernels lock; kernlock does not overwrite it: export to another path, "
+            "e.g. `-o kernels.lock.json`."
+        )
+    pins = kernels_pins(lock, environment)
+    write_text_atomic(output, render_json_lock(pins))
+    return pins
+
+
+def _existing(path: Path) -> str:
+    """The text of what ``output`` would replace ("" when there is nothing to read)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock.lock import checkfile
-from kernlock.lock.checkfile import FILE_NAME, read
+from kernlock.lock import check_results
+from kernlock.lock.check_results import FILE_NAME, read
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def write(folder: Path, report: CheckReport) -> Path:
     from kernlock._version import __version__
 
     path = folder / FILE_NAME
-    entries = {checkfile.key_of(e): e for e in read(path)}
+    entries = {check_results.key_of(e): e for e in read(path)}
     by_build: dict[tuple[str, str, str], list[Any]] = {}
     for row in report.rows:
         by_build.setdefault((row.kernel, row.commit, row.variant), []).append(row)
@@ -141,7 +141,7 @@ def write(folder: Path, report: CheckReport) -> Path:
         if rows[0].ref:
             entry["ref"] = rows[0].ref
         entry["cases"] = cases
-        key = checkfile.key_of(entry)
+        key = check_results.key_of(entry)
         if (repo, commit, variant) in timed:
             entry["speed-recorded"] = _today()
             entry["speed"] = [_figures(row) for row in timed[(repo, commit, variant)]]
@@ -149,7 +149,7 @@ def write(folder: Path, report: CheckReport) -> Path:
             entry["speed-recorded"] = entries[key].get("speed-recorded", "")
             entry["speed"] = entries[key]["speed"]
         entries[key] = entry
-    return checkfile.write(path, list(entries.values()))
+    return check_results.write(path, list(entries.values()))
 
 
 def _today() -> str:

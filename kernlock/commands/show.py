@@ -1,0 +1,95 @@
+"""`kernlock show`: one row per lock entry, with this machine's variant and whether it is synced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernlock.commands.lock import read_lock, stale_reason, target_environments
+from kernlock.commands.sync import NO_TORCH
+from kernlock.environments.environment import detect
+from kernlock.errors import KernlockError, NoEnvironmentError
+from kernlock.lock.model import Signature
+from kernlock.project import inputs as projects
+
+__all__ = ["ShowResult", "show"]
+
+
+def _signer(signature: Signature | str | None) -> str | None:
+    """Who signed, in a few words: ``owner/repo workflow.yaml@ref``, ``"unsigned"``, or None (not recorded)."""
+    if not isinstance(signature, Signature):
+        return signature
+    workflow = signature.signer.split("/.github/workflows/", 1)[-1]
+    return f"{signature.repository} {workflow}"
+
+
+def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None:
+    """The lock's record, as ``show --json`` gives it."""
+    if not isinstance(signature, Signature):
+        return signature
+    return {
+        "signer": signature.signer,
+        "repository": signature.repository,
+        "issuer": signature.issuer,
+        "log-index": signature.log_index,
+        "integrated-time": signature.integrated_time,
+        "bundle": signature.bundle,
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShowResult:
+    rows: list[dict[str, Any]]  # one per lock entry
+    stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
+    #: Why rows have no variant here (None when every row has one): no torch, an environment the lock does not
+    #: cover, or entries locked for other environments only.
+    no_variant: str | None = None
+
+
+def show(root: Path | None = None) -> ShowResult:
+    """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
+    whether the lock is stale."""
+    from kernlock.sync import cache, integrity
+
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    try:
+        stale = stale_reason(project, lock, target_environments(project))
+    except KernlockError as err:
+        stale = str(err)
+    no_variant = None
+    try:
+        env: str | None = str(detect())
+    except NoEnvironmentError:
+        env, no_variant = None, f"{NO_TORCH}; it locks for {', '.join(lock.environments) or 'no environment'}"
+    except KernlockError as err:
+        env, no_variant = None, str(err)
+    if env is not None and env not in lock.environments:
+        no_variant = (
+            f"this machine ({env}) is not an environment of kernels.lock; add it to `environments` in [tool.kernlock] "
+            "and run `kernlock lock`"
+        )
+    rows = []
+    for kernel in lock.kernels:
+        variant = kernel.variant_for(env) if env else None
+        rows.append(
+            {
+                "repo": kernel.repo,
+                "requested": kernel.requested,
+                "ref": kernel.ref,
+                "commit": kernel.commit,
+                "environments": list(kernel.environments),
+                "required_by": list(kernel.required_by),
+                "environment": env,
+                "variant": variant.name if variant else None,
+                "synced": integrity.is_synced(kernel, variant) if variant else None,
+                "path": str(cache.variant_path(kernel, variant)) if variant else None,
+                "signer": _signer(variant.signature) if variant else None,
+                "signature": _signature(variant.signature) if variant else None,
+            }
+        )
+    elsewhere = sorted({str(row["repo"]) for row in rows if row["variant"] is None})
+    if no_variant is None and elsewhere:
+        no_variant = f"{', '.join(elsewhere)}: an entry locked for other environments than this machine's ({env})"
+    return ShowResult(rows=rows, stale=stale, no_variant=no_variant if rows else None)

@@ -1,0 +1,35 @@
+"""`kernlock verify`: re-hash this machine's locked files in the kernel cache against kernels.lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernlock.commands.lock import read_lock
+from kernlock.environments.environment import detect
+from kernlock.errors import KernlockError
+from kernlock.project import inputs as projects
+
+if TYPE_CHECKING:
+    from kernlock.sync.verify import VerifyResult
+
+__all__ = ["verify"]
+
+
+def verify(root: Path | None = None, all_environments: bool = False, full: bool = False) -> VerifyResult:
+    """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
+    locked variant) must be present. Returns the problems; none (``.ok``) means intact. ``full``: verify every
+    signature with sigstore again, even one verified before for the same bundle and trusted root."""
+    from kernlock.sync import verify as verifying
+
+    project = projects.load(projects.locate(root))
+    lock = read_lock(project)
+    if all_environments:
+        required = list(lock.environments)
+    else:
+        try:
+            required = [env for env in [str(detect())] if env in lock.environments]
+        except KernlockError:
+            required = []
+    trusted_root = project.signatures.trusted_root_path(project.root)
+    return verifying.verify(lock, required, trusted_root=trusted_root, full=full)
