@@ -32,7 +32,8 @@ from helpers import (
 from kernlock import api
 from kernlock.errors import SignatureError
 from kernlock.lock import file as lockfile
-from kernlock.lock.model import LOCK_VERSION, Signature
+from kernlock.lock.model import Signature
+from kernlock.lock.schema import LOCK_VERSION
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.sigstore import DEFAULT_WORKFLOW, EPOCH, GITHUB_ISSUER, Identity, Instance, instance
 
