@@ -249,7 +249,7 @@ def print_show(rows: list[dict[str, Any]], no_variant: str | None = None) -> Non
         synced = "-" if row["synced"] is None else "yes" if row["synced"] else "no"
         table.append(
             (
-                row["repo"] + (f" (for {', '.join(row['required_by'])})" if row["required_by"] else ""),
+                row["repo"] + (f" (for {', '.join(row['required-by'])})" if row["required-by"] else ""),
                 row["requested"],
                 row["ref"],
                 row["commit"][:12],

@@ -19,7 +19,8 @@ from kernlock.errors import (
 )
 from kernlock.lock import file as lockfile
 from kernlock.lock import interop
-from kernlock.lock.model import LOCK_VERSION, Lock
+from kernlock.lock.model import Lock
+from kernlock.lock.schema import LOCK_VERSION, RECORDS
 from kernlock.project import inputs as projects
 from kernlock.project.inputs import Pin, Project, Requirement, Spec, Upgrade
 from kernlock.util import interrupt
@@ -183,7 +184,7 @@ def lock_project(
     if reason is None and previous is not None and previous.version != LOCK_VERSION and not check:
         reason = (
             f"kernels.lock is lock-version {previous.version}; it is rewritten as lock-version {LOCK_VERSION}, which "
-            "records who signed each build (pins kept)"
+            f"records {RECORDS[LOCK_VERSION]} (pins kept)"
         )
     if check:
         if reason is not None:

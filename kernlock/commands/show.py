@@ -10,6 +10,7 @@ from kernlock.commands.lock import read_lock, stale_reason, target_environments
 from kernlock.commands.sync import NO_TORCH
 from kernlock.environments.environment import detect
 from kernlock.errors import KernlockError, NoEnvironmentError
+from kernlock.lock import document
 from kernlock.lock.model import Signature
 from kernlock.project import inputs as projects
 
@@ -22,20 +23,6 @@ def _signer(signature: Signature | str | None) -> str | None:
         return signature
     workflow = signature.signer.split("/.github/workflows/", 1)[-1]
     return f"{signature.repository} {workflow}"
-
-
-def _signature(signature: Signature | str | None) -> dict[str, Any] | str | None:
-    """The lock's record, as ``show --json`` gives it."""
-    if not isinstance(signature, Signature):
-        return signature
-    return {
-        "signer": signature.signer,
-        "repository": signature.repository,
-        "issuer": signature.issuer,
-        "log-index": signature.log_index,
-        "integrated-time": signature.integrated_time,
-        "bundle": signature.bundle,
-    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,18 +62,13 @@ def show(root: Path | None = None) -> ShowResult:
         variant = kernel.variant_for(env) if env else None
         rows.append(
             {
-                "repo": kernel.repo,
-                "requested": kernel.requested,
-                "ref": kernel.ref,
-                "commit": kernel.commit,
-                "environments": list(kernel.environments),
-                "required_by": list(kernel.required_by),
+                **document.entry_view(kernel),
                 "environment": env,
                 "variant": variant.name if variant else None,
                 "synced": integrity.is_synced(kernel, variant) if variant else None,
                 "path": str(cache.variant_path(kernel, variant)) if variant else None,
                 "signer": _signer(variant.signature) if variant else None,
-                "signature": _signature(variant.signature) if variant else None,
+                "signature": document.plain(variant.signature) if variant else None,
             }
         )
     elsewhere = sorted({str(row["repo"]) for row in rows if row["variant"] is None})

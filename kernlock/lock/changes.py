@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kernlock.lock import document
 from kernlock.lock.model import Lock, LockedKernel, Signature
 
 __all__ = ["SHORT", "Change", "LockDiff", "diff"]
@@ -219,11 +220,4 @@ def _via(entry: LockedKernel) -> str:
 
 
 def _summary(entry: LockedKernel | None) -> dict[str, Any] | None:
-    if entry is None:
-        return None
-    return {
-        "requested": entry.requested,
-        "ref": entry.ref,
-        "commit": entry.commit,
-        "environments": list(entry.environments),
-    }
+    return None if entry is None else document.entry_view(entry)

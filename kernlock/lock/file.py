@@ -1,6 +1,7 @@
 """kernels.lock as a file: reading it against its strict TOML schema (content hash and canonical bytes included)
 and writing it atomically, for the Lock model of :mod:`kernlock.lock.model` (which validates every value when it is
-constructed); the document and its bytes are :mod:`kernlock.lock.document`."""
+constructed); the keys each table may hold, and how each value is checked, follow the schema declared beside the
+model (:mod:`kernlock.lock.schema`); the document and its bytes are :mod:`kernlock.lock.document`."""
 
 from __future__ import annotations
 
@@ -17,28 +18,26 @@ else:  # pragma: no cover
 from kernlock.errors import DamagedLockError, JsonLockError, LockError
 from kernlock.lock import interop
 from kernlock.lock.document import HEADER, content_hash, dumps, entry_table, facts_document, normalized
-from kernlock.lock.model import (
-    DIGEST,
+from kernlock.lock.model import DIGEST, UNSIGNED, EnvironmentFacts, Lock, LockedKernel, LockedVariant, Signature
+from kernlock.lock.schema import (
+    CREATED_BY,
+    HASH_KEY,
+    LEGACY_VERSIONS,
     LOADER_RULE,
     LOCK_VERSION,
     READ_VERSIONS,
-    UNSIGNED,
-    VARIANT_RULE,
-    EnvironmentFacts,
-    Lock,
-    LockedFile,
-    LockedKernel,
-    LockedVariant,
-    Signature,
+    VERSION_KEY,
+    Field,
+    fields,
+    known_keys,
+    present_in,
 )
 from kernlock.util.atomic import write_text_atomic
 from kernlock.util.wording import noun
 
 __all__ = [
     "HEADER",
-    "LEGACY_VERSIONS",
     "LOCK_NAME",
-    "LOCK_VERSION",
     "REPAIR",
     "content_hash",
     "damaged",
@@ -55,8 +54,6 @@ __all__ = [
     "write",
 ]
 
-#: Older lock versions this kernlock can still read the pins of, so `kernlock lock` upgrades them in place.
-LEGACY_VERSIONS = ("1",)
 LOCK_NAME = "kernels.lock"
 
 
@@ -142,11 +139,14 @@ def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: 
 
 
 class _Validator:
-    """Checks the parsed TOML against the schema; errors carry the line of the offending entry."""
+    """Checks the parsed TOML against the schema declared beside the model (:mod:`kernlock.lock.schema`): the keys
+    each table may hold at the lock's version, the required ones, each value by its declared kind; errors carry the
+    line of the offending entry."""
 
     def __init__(self, text: str, where: str) -> None:
         self.where = where
-        self.version: object = LOCK_VERSION
+        self.version = LOCK_VERSION  # the version whose keys are read (a legacy lock's pins are read with today's)
+        self.written = LOCK_VERSION  # the version the lock says it is
         self.kernel_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"]
 
     def fail(self, message: str, entry: int | None = None) -> DamagedLockError:
@@ -156,64 +156,94 @@ class _Validator:
 
     def lock(self, data: dict[str, Any], legacy: bool) -> tuple[Lock, str | None]:
         """The Lock and its recorded content-hash (None for a legacy lock-version)."""
-        version = data.get("lock-version")
+        version = data.get(VERSION_KEY)
         if not isinstance(version, str):
             raise self.fail("`lock-version` is missing or not a string")
-        self.version = version
-        if version not in READ_VERSIONS and not (legacy and version in LEGACY_VERSIONS):
-            if version in LEGACY_VERSIONS:
-                raise LockError(
-                    f"{self.where} has lock-version {version!r}, written by an older kernlock; run `kernlock lock` "
-                    f"to rewrite it as lock-version {LOCK_VERSION!r} (every pin is kept)."
-                )
-            raise LockError(
-                f"{self.where} has lock-version {version!r}, but this kernlock reads lock-version "
-                f"{LOCK_VERSION!r}; upgrade kernlock (`pip install -U kernlock`) to read it (if the line was edited, "
-                "restore the committed lock with `git checkout HEAD -- kernels.lock`)."
-            )
-        allowed = {
-            "lock-version",
-            "created-by",
-            "requires-hash",
-            "variant-rule",
-            "content-hash",
-            "environments",
-            "environment-facts",
-            "kernel",
-        }
-        unknown = set(data) - allowed
+        self._version(version, legacy)
+        current = version in READ_VERSIONS
+        self.version, self.written = (version if current else LOCK_VERSION), version
+        unknown = set(data) - known_keys(Lock, self.version) - {CREATED_BY, HASH_KEY}
         if unknown:
             raise self.fail(f"unknown top-level {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}")
-        if data.get("created-by") != "kernlock":
+        if data.get(CREATED_BY) != "kernlock":
             raise self.fail('`created-by` is not "kernlock"')
-        recorded = data.get("content-hash")
-        current = version in READ_VERSIONS
+        recorded = data.get(HASH_KEY)
         if current and (not isinstance(recorded, str) or not re.fullmatch(DIGEST, recorded)):
             raise self.fail("`content-hash` is missing or not a sha256 digest")
-        requires_hash = data.get("requires-hash")
-        if not isinstance(requires_hash, str) or not re.fullmatch(DIGEST, requires_hash):
-            raise self.fail("`requires-hash` is missing or not a sha256 digest")
-        rule = data.get("variant-rule", VARIANT_RULE if not current else None)
-        if not isinstance(rule, str) or not re.fullmatch(LOADER_RULE, rule):
-            raise self.fail('`variant-rule` is missing or not a loader generation like "kernels-0.17"')
-        environments = self._strings(data.get("environments"), "environments", allow_empty=True)
-        kernels = data.get("kernel", [])
-        if not isinstance(kernels, list):
-            raise self.fail("`kernel` must be an array of tables ([[kernel]])")
-        parsed = tuple(self.kernel(k, i) for i, k in enumerate(kernels))
-        facts = self.facts(data.get("environment-facts", []))
+        values = self.values(Lock, data, None)
         try:
-            lock = Lock(
-                requires_hash=requires_hash,
-                environments=environments,
-                kernels=parsed,
-                variant_rule=rule,
-                facts=facts,
-                version=version if current else LOCK_VERSION,
-            )
+            lock = Lock(**values, version=self.version)
         except ValueError as err:
             raise self.fail(str(err)) from None
         return lock, recorded if current else None
+
+    def _version(self, version: str, legacy: bool) -> None:
+        """Refuse a lock-version this kernlock does not read (a legacy one only for its pins)."""
+        if version in READ_VERSIONS or (legacy and version in LEGACY_VERSIONS):
+            return
+        if version in LEGACY_VERSIONS:
+            raise LockError(
+                f"{self.where} has lock-version {version!r}, written by an older kernlock; run `kernlock lock` "
+                f"to rewrite it as lock-version {LOCK_VERSION!r} (every pin is kept)."
+            )
+        raise LockError(
+            f"{self.where} has lock-version {version!r}, but this kernlock reads lock-version "
+            f"{LOCK_VERSION!r}; upgrade kernlock (`pip install -U kernlock`) to read it (if the line was edited, "
+            "restore the committed lock with `git checkout HEAD -- kernels.lock`)."
+        )
+
+    def values(self, cls: type, data: dict[str, Any], index: int | None) -> dict[str, Any]:
+        """The model arguments of a table of ``cls``, each declared field read by its kind; an optional field
+        absent gets its default, and so does a field the lock's version did not have yet (a legacy lock)."""
+        found = {}
+        for spec in fields(cls):
+            if spec.kind == "version":
+                continue
+            if spec.key not in data and (spec.optional or not present_in(spec, self.written)):
+                continue
+            found[spec.attr] = self.value(spec, data.get(spec.key), index, data)
+        return found
+
+    def value(self, spec: Field, value: Any, index: int | None, parent: dict[str, Any]) -> Any:
+        """One field's value, checked as its kind says (the model checks the rest when it is constructed)."""
+        kind = spec.kind
+        if kind == "text":
+            if not isinstance(value, str) or not value:
+                raise self.fail(f"missing or empty `{spec.key}`", index)
+            return value
+        if kind == "int":
+            if type(value) is not int:
+                raise self.fail(f"`{spec.key}` is missing or not an integer", index)
+            return value
+        if kind == "strings":
+            return self._strings(value, spec.key, index, allow_empty=spec.empty or spec.optional)
+        if kind == "digest":
+            if not isinstance(value, str) or not re.fullmatch(DIGEST, value):
+                raise self.fail(f"`{spec.key}` is missing or not a sha256 digest", index)
+            return value
+        if kind == "rule":
+            if not isinstance(value, str) or not re.fullmatch(LOADER_RULE, value):
+                raise self.fail(f'`{spec.key}` is missing or not a loader generation like "kernels-0.17"', index)
+            return value
+        if kind == "tables":
+            return self.tables(spec, value, index)
+        if kind == "rows":
+            return self.files(spec, value, index, parent["name"])
+        if kind == "signature":
+            return self.signature(spec, value, index, parent["name"])
+        if kind == "facts":
+            return self.facts(value)
+        raise TypeError(f"{spec.key}: a field of kind {kind!r} has no reader")  # pragma: no cover - a new kind
+
+    def tables(self, spec: Field, value: Any, index: int | None) -> tuple[Any, ...]:
+        """An array of tables: the lock's ``[[kernel]]`` entries, an entry's ``[[kernel.variant]]``."""
+        if spec.table is LockedKernel:
+            if not isinstance(value, list):
+                raise self.fail(f"`{spec.key}` must be an array of tables ([[{spec.key}]])")
+            return tuple(self.kernel(item, i) for i, item in enumerate(value))
+        if not isinstance(value, list) or not value:
+            raise self.fail(f"entry has no [[kernel.{spec.key}]]", index)
+        return tuple(self.variant(item, index) for item in value)
 
     def facts(self, value: Any) -> tuple[EnvironmentFacts, ...]:
         """``environment-facts``: a list of ``{name, <facts>}`` tables (checked in full by the Lock)."""
@@ -242,65 +272,62 @@ class _Validator:
     def kernel(self, data: Any, index: int) -> LockedKernel:
         if not isinstance(data, dict):
             raise self.fail("entry is not a table", index)
-        unknown = set(data) - {"repo", "requested", "ref", "commit", "environments", "required-by", "variant"}
+        unknown = set(data) - known_keys(LockedKernel, self.version)
         if unknown:
             raise self.fail(f"unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}", index)
-        for key in ("repo", "requested", "ref", "commit"):
-            if not isinstance(data.get(key), str) or not data[key]:
-                raise self.fail(f"missing or empty `{key}`", index)
-        environments = self._strings(data.get("environments"), "environments", index)
-        variants = data.get("variant")
-        if not isinstance(variants, list) or not variants:
-            raise self.fail("entry has no [[kernel.variant]]", index)
-        parsed = tuple(self.variant(v, index) for v in variants)
-        required_by = self._strings(data.get("required-by", []), "required-by", index, allow_empty=True)
-        ids = {key: data[key] for key in ("repo", "requested", "ref", "commit")}
+        values = self.values(LockedKernel, data, index)
         try:
-            return LockedKernel(**ids, environments=environments, variants=parsed, required_by=required_by)
+            return LockedKernel(**values)
         except ValueError as err:
             raise self.fail(str(err), index) from None
 
-    def variant(self, data: Any, index: int) -> LockedVariant:
+    def variant(self, data: Any, index: int | None) -> LockedVariant:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             raise self.fail("a [[kernel.variant]] has no `name`", index)
-        unknown = set(data) - {"name", "environments", "files", *(("signature",) if self.version != "2" else ())}
+        unknown = set(data) - known_keys(LockedVariant, self.version)
         if unknown:
             keys = f"{noun(len(unknown), 'key')} {', '.join(sorted(unknown))}"
             raise self.fail(f"variant {data['name']!r} has unknown {keys}", index)
-        files = data.get("files")
-        if not isinstance(files, list) or not files:
-            raise self.fail(f"variant {data['name']!r} has no `files`", index)
-        parsed = []
-        for item in files:
-            if not isinstance(item, dict) or set(item) != {"path", "size", "hash"}:
-                raise self.fail(f"variant {data['name']!r} has a malformed file entry {item!r}", index)
-            try:
-                parsed.append(LockedFile(path=item["path"], size=item["size"], hash=item["hash"]))
-            except ValueError as err:
-                raise self.fail(f"variant {data['name']!r}: {err}", index) from None
-        environments = self._strings(data.get("environments"), "environments", index)
-        signature = self.signature(data, index)
+        values = self.values(LockedVariant, data, index)
         try:
-            return LockedVariant(name=data["name"], environments=environments, signature=signature, files=tuple(parsed))
+            return LockedVariant(**values)
         except ValueError as err:
             raise self.fail(str(err), index) from None
 
-    def signature(self, data: dict[str, Any], index: int) -> Signature | str | None:
-        """A variant's ``signature``: ``"unsigned"`` or ``{signer, repository, issuer, log-index,
-        integrated-time, bundle}``; None when absent."""
-        value = data.get("signature")
+    def files(self, spec: Field, value: Any, index: int | None, variant: str) -> tuple[Any, ...]:
+        """A variant's ``files``: inline tables of exactly the declared keys of a file."""
+        if not isinstance(value, list) or not value:
+            raise self.fail(f"variant {variant!r} has no `{spec.key}`", index)
+        assert spec.table is not None
+        declared = fields(spec.table)
+        keys = {f.key for f in declared}
+        parsed = []
+        for item in value:
+            if not isinstance(item, dict) or set(item) != keys:
+                raise self.fail(f"variant {variant!r} has a malformed file entry {item!r}", index)
+            try:
+                parsed.append(spec.table(**{f.attr: item[f.key] for f in declared}))
+            except ValueError as err:
+                raise self.fail(f"variant {variant!r}: {err}", index) from None
+        return tuple(parsed)
+
+    def signature(self, spec: Field, value: Any, index: int | None, variant: str) -> Signature | str | None:
+        """A variant's ``signature``: ``"unsigned"`` or a table of every key of a :class:`Signature`; None when
+        absent."""
         if value is None or value == UNSIGNED:
-            return value
-        keys = {"signer", "repository", "issuer", "log-index", "integrated-time", "bundle"}
+            return value  # type: ignore[no-any-return]
+        assert spec.table is not None
+        declared = fields(spec.table)
+        keys = {f.key for f in declared}
         if not isinstance(value, dict) or set(value) != keys:
             raise self.fail(
-                f'variant {data["name"]!r}: `signature` must be "unsigned" or a table of {", ".join(sorted(keys))}',
+                f'variant {variant!r}: `{spec.key}` must be "unsigned" or a table of {", ".join(sorted(keys))}',
                 index,
             )
         try:
-            return Signature(**{key.replace("-", "_"): item for key, item in value.items()})
+            return spec.table(**{f.attr: value[f.key] for f in declared})  # type: ignore[no-any-return]
         except (ValueError, TypeError) as err:
-            raise self.fail(f"variant {data['name']!r}: {err}", index) from None
+            raise self.fail(f"variant {variant!r}: {err}", index) from None
 
     def _strings(self, value: Any, key: str, index: int | None = None, allow_empty: bool = False) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -26,11 +26,11 @@ from typing import Any
 from kernlock.errors import LockError
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
+from kernlock.lock.schema import INDEX_VERSION
 from kernlock.util.hfenv import cache_root, private
 
-__all__ = ["INDEX_VERSION", "LockView", "prime", "read"]
+__all__ = ["LockView", "prime", "read"]
 
-INDEX_VERSION = 1
 _HEAD = 4096  # the content-hash line is among the first lines
 
 

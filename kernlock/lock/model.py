@@ -1,5 +1,6 @@
 """The Lock model: frozen values validated when they are constructed (:mod:`kernlock.lock.file` reads and writes
-them as kernels.lock).
+them as kernels.lock). Each field declares beside it its key in the lock, the lock-version it appeared in and how it
+is read and written (:func:`kernlock.lock.schema.key`): reader, writer and JSON views derive from that.
 
 Every value is checked with :mod:`kernlock.util.names`, so a Lock that exists holds only safe repo ids, commits, refs,
 relative paths, sizes and hashes, variant names of the loader's grammar, and no duplicate or conflicting entries:
@@ -11,17 +12,15 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, key
 from kernlock.util import names
 from kernlock.variants.grammar import RULE
 
 __all__ = [
     "DIGEST",
-    "LOADER_RULE",
-    "LOCK_VERSION",
-    "READ_VERSIONS",
     "UNSIGNED",
     "VARIANT_RULE",
     "EnvironmentFacts",
@@ -33,13 +32,8 @@ __all__ = [
     "environment_facts",
 ]
 
-#: The lock-version this kernlock writes; "2" (no signatures) is still read, and rewritten by the next write.
-LOCK_VERSION = "3"
-READ_VERSIONS = ("2", LOCK_VERSION)
 #: A ``sha256:`` digest as the lock writes it (``requires-hash``, ``content-hash``).
 DIGEST = r"sha256:[0-9a-f]{64}"
-#: A loader generation as ``variant-rule`` names it (``kernels-0.17``).
-LOADER_RULE = r"kernels-[0-9]{1,3}\.[0-9]{1,3}"
 #: The rule a new lock's variants are chosen by.
 VARIANT_RULE = RULE
 
@@ -99,9 +93,9 @@ def _check_environments(values: object, what: str) -> tuple[str, ...]:
 class LockedFile:
     """One file of a variant: path relative to the variant folder, size in bytes, content hash."""
 
-    path: str
-    size: int
-    hash: str
+    path: str = field(metadata=key("path"))
+    size: int = field(metadata=key("size", kind="int"))
+    hash: str = field(metadata=key("hash"))
 
     def __post_init__(self) -> None:
         names.check_path(self.path)
@@ -129,20 +123,20 @@ class Signature:
     ref), the source repository (``owner/name``), the OIDC issuer, the transparency log entry, and ``sha256:`` of
     the bundle's bytes (so a bundle swapped later is noticed without verifying it again)."""
 
-    signer: str
-    repository: str
-    issuer: str
-    log_index: int
-    integrated_time: int
-    bundle: str
+    signer: str = field(metadata=key("signer", since="3"))
+    repository: str = field(metadata=key("repository", since="3"))
+    issuer: str = field(metadata=key("issuer", since="3"))
+    log_index: int = field(metadata=key("log-index", since="3", kind="int"))
+    integrated_time: int = field(metadata=key("integrated-time", since="3", kind="int"))
+    bundle: str = field(metadata=key("bundle", since="3", kind="digest"))
 
     def __post_init__(self) -> None:
-        for key in ("signer", "repository", "issuer"):
-            text = getattr(self, key)
-            _check(isinstance(text, str) and _SIGNED_TEXT.fullmatch(text) is not None, f"bad signature {key}")
-        for key in ("log_index", "integrated_time"):
-            number = getattr(self, key)
-            _check(type(number) is int and 0 <= number < 2**63, f"bad signature {key.replace('_', '-')}")
+        for attr in ("signer", "repository", "issuer"):
+            text = getattr(self, attr)
+            _check(isinstance(text, str) and _SIGNED_TEXT.fullmatch(text) is not None, f"bad signature {attr}")
+        for attr in ("log_index", "integrated_time"):
+            number = getattr(self, attr)
+            _check(type(number) is int and 0 <= number < 2**63, f"bad signature {attr.replace('_', '-')}")
         _check(isinstance(self.bundle, str) and _matches(DIGEST, self.bundle), "bad signature bundle hash")
 
 
@@ -152,10 +146,12 @@ class LockedVariant:
     (a :class:`Signature`), ``"unsigned"``, or None where signatures were not checked (``mode = "off"``, a
     lock-version 2 lock)."""
 
-    name: str
-    environments: tuple[str, ...]
-    signature: Signature | str | None = None
-    files: tuple[LockedFile, ...]
+    name: str = field(metadata=key("name"))
+    environments: tuple[str, ...] = field(metadata=key("environments", kind="strings"))
+    signature: Signature | str | None = field(
+        default=None, metadata=key("signature", since="3", kind="signature", table=Signature, inline=True)
+    )
+    files: tuple[LockedFile, ...] = field(metadata=key("files", kind="rows", table=LockedFile, inline=True))
 
     def __post_init__(self) -> None:
         names.check_variant_folder(self.name)
@@ -202,13 +198,13 @@ def _check_file_set(variant: str, files: tuple[LockedFile, ...]) -> None:
 class LockedKernel:
     """One resolved requirement of a repo: the commit it pins and the variant per environment."""
 
-    repo: str
-    requested: str
-    ref: str
-    commit: str
-    environments: tuple[str, ...]
-    variants: tuple[LockedVariant, ...]
-    required_by: tuple[str, ...] = ()
+    repo: str = field(metadata=key("repo"))
+    requested: str = field(metadata=key("requested"))
+    ref: str = field(metadata=key("ref"))
+    commit: str = field(metadata=key("commit"))
+    environments: tuple[str, ...] = field(metadata=key("environments", kind="strings"))
+    variants: tuple[LockedVariant, ...] = field(metadata=key("variant", kind="tables", table=LockedVariant))
+    required_by: tuple[str, ...] = field(default=(), metadata=key("required-by", kind="strings"))
 
     def __post_init__(self) -> None:
         names.check_repo(self.repo)
@@ -272,13 +268,15 @@ class Lock:
     """The whole lock: what it was made from (requires-hash), its environments (and the facts some declare) and
     its kernel entries, and the loader rule that chose the variants (``variant-rule``)."""
 
-    requires_hash: str
-    environments: tuple[str, ...]
-    kernels: tuple[LockedKernel, ...]
-    variant_rule: str = VARIANT_RULE
-    facts: tuple[EnvironmentFacts, ...] = ()
     #: The lock-version it was read as ("2": written before signatures were recorded); a new lock is the current.
-    version: str = LOCK_VERSION
+    version: str = field(default=LOCK_VERSION, metadata=key("lock-version", kind="version"))
+    requires_hash: str = field(metadata=key("requires-hash", kind="digest"))
+    variant_rule: str = field(default=VARIANT_RULE, metadata=key("variant-rule", since="2", kind="rule"))
+    environments: tuple[str, ...] = field(metadata=key("environments", kind="strings", empty=True))
+    facts: tuple[EnvironmentFacts, ...] = field(
+        default=(), metadata=key("environment-facts", since="2", kind="facts", inline=True)
+    )
+    kernels: tuple[LockedKernel, ...] = field(default=(), metadata=key("kernel", kind="tables", table=LockedKernel))
 
     def __post_init__(self) -> None:
         _check(self.version in READ_VERSIONS, f"bad lock-version {self.version!r}")

@@ -14,7 +14,7 @@ from typing import Any
 from kernlock.environments.environment import Environment
 from kernlock.errors import KernlockError
 from kernlock.hub.client import Hub
-from kernlock.lock import changes
+from kernlock.lock import changes, document
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.project.inputs import Project, Upgrade
 from kernlock.resolve.resolver import latest_version, resolve
@@ -56,14 +56,8 @@ class Row:
         return self.moved is not None or self.gone or self.newer_version or self.upgrade is not None
 
     def as_dict(self) -> dict[str, Any]:
-        e = self.entry
         return {
-            "repo": e.repo,
-            "requested": e.requested,
-            "ref": e.ref,
-            "commit": e.commit,
-            "environments": list(e.environments),
-            "required_by": list(e.required_by),
+            **document.entry_view(self.entry),
             "moved": None
             if self.moved is None
             else {"head": self.moved.head, "commits": self.moved.commits, "date": self.moved.date},

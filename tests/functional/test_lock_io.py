@@ -30,6 +30,7 @@ from users import give_away
 from kernlock import api
 from kernlock.lock import file as lockfile
 from kernlock.lock import index as lockindex
+from kernlock.lock import schema
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.testing import HubServer
 from kernlock.util import tomlwrite
@@ -47,7 +48,7 @@ def _tomlkit_dumps(lock: Lock) -> str:
     lock = lockfile.normalized(lock)
     doc = tomlkit.document()
     doc.add(tomlkit.comment(lockfile.HEADER))
-    doc["lock-version"] = lockfile.LOCK_VERSION
+    doc["lock-version"] = schema.LOCK_VERSION
     doc["created-by"] = "kernlock"
     doc["requires-hash"] = lock.requires_hash
     doc["variant-rule"] = lock.variant_rule

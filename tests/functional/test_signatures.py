@@ -25,7 +25,8 @@ from projects import CPU_ENV, fresh_hub, own_repo, write_pyproject
 from kernlock import api
 from kernlock.errors import SignatureError
 from kernlock.lock import file as lockfile
-from kernlock.lock.model import LOCK_VERSION, Signature
+from kernlock.lock.model import Signature
+from kernlock.lock.schema import LOCK_VERSION
 from kernlock.testing import Catalog, HubServer
 from kernlock.testing.sigstore import DEFAULT_WORKFLOW, EPOCH, GITHUB_ISSUER, Identity, Instance, instance
 

@@ -150,7 +150,7 @@ def test_second_sync_makes_zero_requests(user_env: dict[str, str], hub: HubServe
         (ACTIVATION, CPU_ENV, True),
         (PAGED, CPU_ENV, True),
     }
-    assert [r["required_by"] for r in rows if r["repo"] == ACTIVATION] == [[PAGED]]
+    assert [r["required-by"] for r in rows if r["repo"] == ACTIVATION] == [[PAGED]]
     assert len(hub.log) == 0
 
 
