@@ -73,7 +73,41 @@ def test_env_without_torch_reports_the_rest_and_says_why(tmp_path) -> None:
             report = json.loads(done.stdout)
             assert report["environment"] is None and report["declared"] is None
             assert "torch is not installed" in report["environment_error"]
-            assert report["loader"]["generation"] == "resolver" and report["load_paths"]
+            assert report["loader"]["generation"] == "kernels-0.17" and report["load_paths"]
         else:
             assert done.stdout.startswith("environment: unknown (cannot detect this environment: torch is not")
-            assert "loader: kernels 0.17.2 (resolver generation)" in done.stdout and "load paths:" in done.stdout
+            assert "loader: kernels 0.17.2 (kernels-0.17 generation)" in done.stdout and "load paths:" in done.stdout
+
+
+def test_each_kernels_generation_is_one_adapter_module_under_its_id() -> None:
+    """The generations of tests/compat/matrix.toml (kernlock/generations/supported.py, generated): each one's adapter
+    is the module named after its id, says what every load path gets, and no adapter module is left unlisted."""
+    import importlib
+    from pathlib import Path
+
+    from kernlock.generations import catalog
+    from kernlock.runtime import loaders
+
+    ids = [g.id for g in catalog.GENERATIONS]
+    assert ids == ["kernels-0.17", "kernels-0.15"]  # newest first: the order the probe tries them
+    assert [g.kernels for g in catalog.GENERATIONS] == [">=0.17.2,<0.18", ">=0.15.2,<0.17"]
+    for generation in catalog.GENERATIONS:
+        module = importlib.import_module(f"kernlock.runtime.loaders.{catalog.module_name(generation.id)}")
+        assert generation.id == module.ID
+        assert set(module.COVERAGE) == {path for path, _ in loaders.PATHS}
+        covers_dependencies = module.COVERAGE["kernel dependencies (kernel-depends)"][0]
+        assert covers_dependencies is generation.kernel_dependencies
+    folder = Path(loaders.__file__).parent
+    assert sorted(p.stem for p in folder.glob("kernels_*.py")) == sorted(map(catalog.module_name, ids))
+
+
+def test_the_installed_loader_probes_as_the_generation_whose_range_holds_it() -> None:
+    from kernlock.generations import catalog
+    from kernlock.runtime import loaders
+    from kernlock.variants.grammar import RULE
+
+    probe = loaders.probe()
+    generation = catalog.get(probe.generation or "")
+    assert generation is not None and probe.kernels is not None and generation.contains(probe.kernels)
+    assert probe.kernels in generation.tested
+    assert catalog.get(RULE) is not None  # a lock's variant-rule names a generation

@@ -164,6 +164,7 @@ FLOORS = [
     ["project"],
     ["lock"],
     ["environments"],
+    ["generations"],
     ["variants"],
     ["util", "errors", "_version"],
 ]
