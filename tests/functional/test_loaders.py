@@ -2,7 +2,7 @@
 
 Runs against whichever kernels is installed — kernels 0.17 (generation "kernels-0.17") in the project's venv,
 0.15 and 0.16 ("kernels-0.15") in the compat matrix
-(``PYTHONPATH=. /tmp/matrix/A/bin/python -m pytest tests/test_loaders.py``):
+(``PYTHONPATH=. .matrix/A/bin/python -m pytest tests/functional/test_loaders.py``):
 
 * every load path of the installed generation loads the locked build (``KERNEL_IDENTITY`` at the locked commit)
   from a synced cache with the Hub stopped and no socket connected;
