@@ -89,8 +89,12 @@ def test_each_kernels_generation_is_one_adapter_module_under_its_id() -> None:
     from kernlock.runtime import loaders
 
     ids = [g.id for g in catalog.GENERATIONS]
-    assert ids == ["kernels-0.17", "kernels-0.15"]  # newest first: the order the probe tries them
-    assert [g.kernels for g in catalog.GENERATIONS] == [">=0.17.2,<0.18", ">=0.15.2,<0.17"]
+    assert {"kernels-0.17", "kernels-0.15"} <= set(ids)
+    oldest = catalog.get("kernels-0.15")
+    assert oldest is not None and oldest.kernels == ">=0.15.2,<0.17"  # kernels 0.16 included
+    # newest first (the probe's order), each range ending where the next one's begins
+    for newer, older in zip(catalog.GENERATIONS, catalog.GENERATIONS[1:], strict=False):
+        assert older.below == newer.id.removeprefix("kernels-") and older.minimum in older.tested
     for generation in catalog.GENERATIONS:
         module = importlib.import_module(f"kernlock.runtime.loaders.{catalog.module_name(generation.id)}")
         assert generation.id == module.ID
