@@ -9,39 +9,45 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from kernlock.generations import supported
+
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
-    "GENERATIONS",
     "INSTALL_KERNELS",
     "INSTALL_PAIR",
     "SUPPORTED",
     "SUPPORTED_KERNELS",
     "SUPPORTED_TRANSFORMERS",
+    "TRANSFORMERS_RANGES",
     "Gate",
     "installed",
     "legacy_loader",
     "transformers_gate",
 ]
 
-SUPPORTED_KERNELS = "kernels >= 0.15.2 (tested: 0.15.2, 0.16.2, 0.17.2)"
-INSTALL_KERNELS = "`pip install -U kernlock` (a kernlock that knows this loader)"
-SUPPORTED_TRANSFORMERS = "transformers 5.13 - 5.22 with the kernels they accept; 5.23+ with kernels >= 0.18.2"
-INSTALL_PAIR = "`pip install 'transformers==5.22.2' 'kernels==0.17.2'`"
-SUPPORTED = {
-    "kernels": ">= 0.15.2 (tested: 0.15.2, 0.16.2, 0.17.2)",
-    "transformers": "5.13 - 5.24 (tested: 5.13.1, 5.16.1, 5.20.2, 5.22.2, 5.24.0)",
-    "huggingface_hub": "1.10 - 2.x (tested: 1.33.0, 2.4.0)",
-    "torch": "2.13.0 on the CPU; any torch the kernels loader supports",
-}
-#: The kernels range each transformers generation accepts (from each release's metadata and its own
+#: The kernels range each transformers release line accepts (from each release's metadata and its own
 #: KERNELS_MIN/MAX_VERSION); used when the installed transformers does not declare the constants.
-GENERATIONS: tuple[tuple[str, str, str, str], ...] = (
+TRANSFORMERS_RANGES: tuple[tuple[str, str, str, str], ...] = (
     # transformers from, transformers below, kernels minimum, kernels below
     ("5.13", "5.15", "0.15.2", "0.16.0"),
     ("5.15", "5.20", "0.16.0", "0.17.0"),
     ("5.20", "5.23", "0.17.2", "0.18.0"),
     ("5.23", "6.0", "0.18.2", "0.19.0"),
 )
+# What kernlock supports comes from tests/compat/matrix.toml (kernlock.generations.supported, generated).
+SUPPORTED_KERNELS = f"kernels {supported.KERNELS}"
+INSTALL_KERNELS = "`pip install -U kernlock` (a kernlock that knows this loader)"
+SUPPORTED_TRANSFORMERS = (
+    f"transformers {supported.TRANSFORMERS_WITH_HUB_KERNELS} with the kernels they accept; "
+    f"{TRANSFORMERS_RANGES[-1][0]}+ with kernels >= {TRANSFORMERS_RANGES[-1][2]}"
+)
+INSTALL_PAIR = supported.INSTALL_PAIR
+SUPPORTED = {
+    "kernels": supported.KERNELS,
+    "transformers": supported.TRANSFORMERS,
+    "huggingface_hub": "1.10 - 2.x (tested: 1.33.0, 2.4.0)",
+    "torch": "2.13.0 on the CPU; any torch the kernels loader supports",
+}
 #: kernels 0.14 moved to `kernel`-type repositories; older loaders read the `model`-type ones the Hub retired.
 FIRST_KERNEL_REPO_LOADER = Version("0.14")
 
@@ -53,7 +59,8 @@ def legacy_loader() -> str | None:
         return None
     return (
         f"kernels {version} loads `model`-type kernel repositories, which the Hub no longer serves for kernels: "
-        "kernlock does not support it. Upgrade to kernels >= 0.15.2 with transformers >= 5.13, e.g. "
+        f"kernlock does not support it. Upgrade to kernels >= {supported.KERNELS_MINIMUM} with transformers >= "
+        f"{supported.TRANSFORMERS_MINIMUM}, e.g. "
         f"{INSTALL_PAIR}."
     )
 
@@ -109,7 +116,7 @@ def transformers_gate() -> Gate | None:
         minimum, maximum = low.group(1), high.group(1)
     else:
         release = Version(version)
-        found = [g for g in GENERATIONS if Version(g[0]) <= release < Version(g[1])]
+        found = [g for g in TRANSFORMERS_RANGES if Version(g[0]) <= release < Version(g[1])]
         if not found:
             return None  # transformers <= 5.12 (model-type kernel repos): see legacy_loader()
         minimum, maximum = found[0][2], found[0][3]

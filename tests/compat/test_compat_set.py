@@ -76,7 +76,7 @@ def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
     """The installed loader generation is the one matrix.toml declares (so its expectations apply here)."""
     has_resolver = importlib.util.find_spec("kernels.resolver") is not None
-    assert matrix_set.loader == ("resolver" if has_resolver else "utils")
+    assert matrix_set.loader == ("kernels-0.17" if has_resolver else "kernels-0.15")
     import kernels
 
     assert hasattr(kernels, "get_kernel_dep") is bool(matrix_set.kernel_dependencies)

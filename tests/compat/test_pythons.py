@@ -103,7 +103,7 @@ def test_env_without_torch_reports_what_it_can_and_says_why(site: Site) -> None:
     assert report["load_paths"] and all(row["covered"] for row in report["load_paths"])
     text = _ok(site.cli("env", env=site.offline)).stdout
     assert text.startswith("environment: unknown (cannot detect this environment: torch is not installed")
-    assert "torch: not installed" in text and "loader: kernels 0.17.2 (resolver generation)" in text
+    assert "torch: not installed" in text and "loader: kernels 0.17.2 (kernels-0.17 generation)" in text
 
 
 def test_outdated(site: Site) -> None:

@@ -73,7 +73,45 @@ def test_env_without_torch_reports_the_rest_and_says_why(tmp_path) -> None:
             report = json.loads(done.stdout)
             assert report["environment"] is None and report["declared"] is None
             assert "torch is not installed" in report["environment_error"]
-            assert report["loader"]["generation"] == "resolver" and report["load_paths"]
+            assert report["loader"]["generation"] == "kernels-0.17" and report["load_paths"]
         else:
             assert done.stdout.startswith("environment: unknown (cannot detect this environment: torch is not")
-            assert "loader: kernels 0.17.2 (resolver generation)" in done.stdout and "load paths:" in done.stdout
+            assert "loader: kernels 0.17.2 (kernels-0.17 generation)" in done.stdout and "load paths:" in done.stdout
+
+
+def test_each_kernels_generation_is_one_adapter_module_under_its_id() -> None:
+    """The generations of tests/compat/matrix.toml (kernlock/generations/supported.py, generated): each one's adapter
+    is the module named after its id, says what every load path gets, and no adapter module is left unlisted."""
+    import importlib
+    from pathlib import Path
+
+    from kernlock.generations import catalog
+    from kernlock.runtime import loaders
+
+    ids = [g.id for g in catalog.GENERATIONS]
+    assert {"kernels-0.17", "kernels-0.15"} <= set(ids)
+    oldest = catalog.get("kernels-0.15")
+    assert oldest is not None and oldest.kernels == ">=0.15.2,<0.17"  # kernels 0.16 included
+    # newest first (the probe's order), each range ending where the next one's begins
+    for newer, older in zip(catalog.GENERATIONS, catalog.GENERATIONS[1:], strict=False):
+        assert older.below == newer.id.removeprefix("kernels-") and older.minimum in older.tested
+    for generation in catalog.GENERATIONS:
+        module = importlib.import_module(f"kernlock.runtime.loaders.{catalog.module_name(generation.id)}")
+        assert generation.id == module.ID
+        assert set(module.COVERAGE) == {path for path, _ in loaders.PATHS}
+        covers_dependencies = module.COVERAGE["kernel dependencies (kernel-depends)"][0]
+        assert covers_dependencies is generation.kernel_dependencies
+    folder = Path(loaders.__file__).parent
+    assert sorted(p.stem for p in folder.glob("kernels_*.py")) == sorted(map(catalog.module_name, ids))
+
+
+def test_the_installed_loader_probes_as_the_generation_whose_range_holds_it() -> None:
+    from kernlock.generations import catalog
+    from kernlock.runtime import loaders
+    from kernlock.variants.grammar import RULE
+
+    probe = loaders.probe()
+    generation = catalog.get(probe.generation or "")
+    assert generation is not None and probe.kernels is not None and generation.contains(probe.kernels)
+    assert probe.kernels in generation.tested
+    assert catalog.get(RULE) is not None  # a lock's variant-rule names a generation

@@ -1,8 +1,8 @@
 """Loader adapters chosen by probing, not by version strings (issue #11).
 
-Runs against whichever kernels is installed — kernels 0.17 ("resolver" generation) in the project's venv, 0.15 and
-0.16 ("utils") in the compat matrix
-(``PYTHONPATH=. /tmp/matrix/A/bin/python -m pytest tests/functional/test_loaders.py``):
+Runs against whichever kernels is installed — kernels 0.17 (generation "kernels-0.17") in the project's venv,
+0.15 and 0.16 ("kernels-0.15") in the compat matrix
+(``PYTHONPATH=. .matrix/A/bin/python -m pytest tests/functional/test_loaders.py``):
 
 * every load path of the installed generation loads the locked build (``KERNEL_IDENTITY`` at the locked commit)
   from a synced cache with the Hub stopped and no socket connected;
@@ -39,7 +39,7 @@ runtime = test_runtime.rt  # the fixture: test_runtime's project, locked and syn
 
 PROBE = loaders.probe()
 GENERATION = PROBE.generation
-RESOLVER, UTILS = "resolver", "utils"
+K17, K15 = "kernels-0.17", "kernels-0.15"
 _GATE = transformers_gate()
 #: transformers loads Hub kernels with this kernels (its version gate; off e.g. for transformers 5.24 + kernels 0.17).
 TRANSFORMERS = _GATE is not None and _GATE.ok
@@ -56,7 +56,7 @@ def identities():
 
 @pytest.mark.subprocess
 def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(runtime: Runtime):
-    assert GENERATION in (RESOLVER, UTILS), PROBE
+    assert GENERATION in (K17, K15), PROBE
     assert PROBE.missing == ()
     child = runtime.run_argv(
         [
@@ -76,7 +76,7 @@ def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(r
 def _their_lock(rt: Runtime, repo: str) -> list[dict]:
     """kernels' own lock file for ``repo`` at kernlock's locked commit, in this generation's format."""
     commit = rt.entry(repo).commit
-    if GENERATION == RESOLVER:
+    if GENERATION == K17:
         return [{"dependency": {"repo-id": repo, "version": 2}, "lock": {"commit": commit}}]
     return [{"repo_id": repo, "sha": commit, "variants": {}}]
 
@@ -106,7 +106,7 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
     _fake_distribution(site, _their_lock(runtime, FA2))
     locked_call = (
         f'kernels.get_locked_kernel("{FA2}", lockfile=theirs)'
-        if GENERATION == RESOLVER
+        if GENERATION == K17
         else f'__import__("lockedpkg").load("{FA2}")'
     )
     activation_lock = tmp_path / "activation-own.lock"
@@ -199,7 +199,7 @@ def test_unlocked_repo_is_refused_before_any_request(runtime: Runtime):
 
 
 @pytest.mark.subprocess
-@pytest.mark.skipif(GENERATION != RESOLVER, reason="kernel dependencies (get_kernel_dep) exist from kernels 0.17 on")
+@pytest.mark.skipif(GENERATION != K17, reason="kernel dependencies (get_kernel_dep) exist from kernels 0.17 on")
 def test_kernel_dependencies_load_the_locked_builds(runtime: Runtime):
     child = runtime.run(
         f'import kernels\npaged = kernels.get_kernel("{PAGED}", version=1)\nreport(dep=paged.DEPENDENCY_IDENTITIES)'
@@ -236,11 +236,11 @@ def _rename(old: str, new: str) -> Callable[[Path, str], str]:
 
 #: Per generation: an internal renamed upstream, as a kernels release may do.
 RENAMED = {
-    RESOLVER: [
+    K17: [
         ("class", _rename("HubResolver", "HubResolverV2")),
         ("function", _rename("resolve_version_spec_as_ref", "resolve_version_ref")),
     ],
-    UTILS: [
+    K15: [
         ("function", _rename("_check_trust_remote_code", "_check_trust")),
         ("version", _rename("resolve_version_spec_as_ref", "resolve_version_ref")),
     ],
@@ -317,13 +317,14 @@ report(errors=errors, identities=identities())
 @pytest.mark.subprocess
 def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime):
     """An adapter that raises after patching its seams: the patches are reverted, the fallback pins the lock."""
-    module, path = {RESOLVER: ("kernels.resolver", "HubResolver.resolve"), UTILS: ("kernels.utils", "install_kernel")}[
+    module, path = {K17: ("kernels.resolver", "HubResolver.resolve"), K15: ("kernels.utils", "install_kernel")}[
         GENERATION or ""
     ]
     child = runtime.run(
         f"""
-        from kernlock.runtime.loaders import _common, resolver_gen, utils_gen
-        for adapter in (resolver_gen, utils_gen):
+        from kernlock.runtime import loaders
+        from kernlock.runtime.loaders import _common
+        for adapter in loaders.adapters():
             def broken(patcher, install=adapter.install):
                 install(patcher)
                 raise RuntimeError("boom")
@@ -344,8 +345,8 @@ def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime
 def test_a_hook_adds_no_error_of_its_own_to_a_call_it_cannot_read(runtime: Runtime):
     """A call the original refuses is refused by the original, with the same error, activated or not."""
     module, call = {
-        RESOLVER: ("kernels.resolver", "HubResolver(trust_remote_code=False).resolve(bogus=1)"),
-        UTILS: ("kernels.utils", 'install_kernel("org/x", "positional-revision")'),
+        K17: ("kernels.resolver", "HubResolver(trust_remote_code=False).resolve(bogus=1)"),
+        K15: ("kernels.utils", 'install_kernel("org/x", "positional-revision")'),
     }[GENERATION or ""]
     code = f"""
         import importlib
@@ -376,7 +377,7 @@ def _add_keyword(source: str, call: str, keyword: str) -> str:
 
 def _new_keyword(path: Path, source: str) -> str:
     """Every seam kernlock hooks gains a required keyword-only argument ``trace``, which its callers pass."""
-    if GENERATION == RESOLVER:
+    if GENERATION == K17:
         source = re.sub(r"def resolve\(\s*self,\s*\*,", "def resolve(self, *, trace: list,", source)
         return source.replace(
             ".resolve(api=api, backend=backend, kernel=kernel)",
@@ -428,7 +429,7 @@ def test_kernlock_env_lists_the_load_paths_of_this_loader(runtime: Runtime):
     for path, row in rows.items():
         if path.startswith("transformers") and gated:
             assert row["covered"] is False and "version gate" in row["how"]
-        elif path == dependencies and GENERATION == UTILS:
+        elif path == dependencies and GENERATION == K15:
             assert row["covered"] is False and row["how"] == "not supported by this loader"
         else:
             assert row["covered"] is True, row
@@ -467,8 +468,8 @@ def test_the_source_probe_reads_definitions_and_words_as_the_regular_expressions
     spec = importlib.util.find_spec("kernels")
     assert spec is not None and spec.submodule_search_locations
     sources = sorted(Path(next(iter(spec.submodule_search_locations))).rglob("*.py"))
-    asked = {part for adapter in loaders._adapters() for _, path, _ in adapter.SEAMS for part in path.split(".")}
-    params = {p for adapter in loaders._adapters() for _, _, ps in adapter.SEAMS for p in ps}
+    asked = {part for adapter in loaders.adapters() for _, path, _ in adapter.SEAMS for part in path.split(".")}
+    params = {p for adapter in loaders.adapters() for _, _, ps in adapter.SEAMS for p in ps}
     names = asked | params | {"resolve", "get_kernel", "kernel", "Kernel", "load", "_", "x"}
     for source in sources:
         text = source.read_text(encoding="utf-8")

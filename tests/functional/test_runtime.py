@@ -532,8 +532,8 @@ def test_a_kernels_version_without_a_hooked_attribute_falls_back(rt: Runtime):
     LOCAL_KERNELS, and one line says so (tests/functional/test_loaders.py covers this with a really edited kernels)."""
     child = rt.run(
         f"""
-        from kernlock.runtime.loaders import resolver_gen, utils_gen
-        for adapter in (resolver_gen, utils_gen):
+        from kernlock.runtime import loaders
+        for adapter in loaders.adapters():
             adapter.SEAMS += (("kernels.resolver", "HubResolver.resolve_v2", ()),)
         import kernels
         module = kernels.get_kernel("{FA2}", version=4)

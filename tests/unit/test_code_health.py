@@ -161,6 +161,7 @@ FLOORS = [
     ["project"],
     ["lock"],
     ["environments"],
+    ["generations"],
     ["variants"],
     ["util", "errors", "_version"],
 ]

@@ -106,3 +106,13 @@ def test_readme_supported_versions_table_is_generated_from_the_matrix() -> None:
         "README.md's supported-versions table disagrees with tests/compat/matrix.toml: "
         "run `python scripts/supported_versions.py`"
     )
+
+
+def test_supported_generations_module_is_generated_from_the_matrix() -> None:
+    """kernlock/generations/supported.py (what an installed kernlock knows of the matrix) is the script's output."""
+    from supported_versions import MODULE, render_module
+
+    assert MODULE.read_text() == render_module(), (
+        "kernlock/generations/supported.py disagrees with tests/compat/matrix.toml: "
+        "run `python scripts/supported_versions.py`"
+    )

@@ -1,13 +1,17 @@
 """Loader adapters: which seams of the installed ``kernels`` library kernlock hooks, chosen by probing them.
 
-Each generation of the kernels loader routes Hub loads through different internals. An adapter names the seams
-it needs (attributes, the parameters they take, the globals a call chain looks up) and is chosen when all of
-them are present — never by version string:
+Each generation of the kernels loader routes Hub loads through different internals. One module per generation,
+named after its id (:mod:`kernlock.generations.catalog`: ``kernels-0.17`` -> ``kernels_0_17``), names the seams it
+needs (attributes, the parameters they take, the globals a call chain looks up), hooks them, and says what each
+load path gets (``COVERAGE``); it is chosen when all of its seams are present — never by version string:
 
-* ``resolver`` (kernels 0.17): :mod:`kernlock.runtime.loaders.resolver_gen`;
-* ``utils`` (kernels 0.15, 0.16): :mod:`kernlock.runtime.loaders.utils_gen`;
+* ``kernels-0.17`` (kernels 0.17): :mod:`kernlock.runtime.loaders.kernels_0_17`;
+* ``kernels-0.15`` (kernels 0.15, 0.16): :mod:`kernlock.runtime.loaders.kernels_0_15`;
 * anything else (``unknown``), or an adapter that fails to install: :mod:`kernlock.runtime.loaders.fallback` pins the
   locked, verified builds through the official ``LOCAL_KERNELS`` switch and says once what it cannot cover.
+
+The generations, newest first, are those of tests/compat/matrix.toml (:mod:`kernlock.generations.supported`, generated
+from it): adding one is its module here and its set in the matrix.
 
 What a locked load gets (strict/warn, revisions, verification) is decided in one place for all of them:
 :mod:`kernlock.runtime.policy`. Probing imports ``kernels`` modules, never torch.
@@ -23,13 +27,13 @@ from typing import Any, Protocol
 
 from kernlock.runtime.loaders._common import Patcher
 
-__all__ = ["COVERAGE", "PATHS", "Adapter", "Probe", "install", "load_paths", "probe", "probe_files"]
+__all__ = ["PATHS", "Adapter", "Probe", "adapters", "coverage", "install", "load_paths", "probe", "probe_files"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Probe:
-    """The installed loader: its generation (``resolver``, ``utils``, ``unknown``; None when kernels is not
-    installed), its version, and for ``unknown`` the seams the closest known generation lacks."""
+    """The installed loader: its generation (``kernels-0.17``, ``kernels-0.15``, ``unknown``; None when kernels is
+    not installed), its version, and for ``unknown`` the seams the closest known generation lacks."""
 
     generation: str | None
     kernels: str | None
@@ -37,15 +41,17 @@ class Probe:
 
 
 class Adapter(Protocol):
-    """What an adapter module defines (:mod:`~kernlock.runtime.loaders.resolver_gen`,
-    :mod:`~kernlock.runtime.loaders.utils_gen`)."""
+    """What an adapter module defines (:mod:`~kernlock.runtime.loaders.kernels_0_17`,
+    :mod:`~kernlock.runtime.loaders.kernels_0_15`)."""
 
-    #: The generation it hooks (``resolver``, ``utils``).
-    NAME: str
+    #: The generation it hooks (``kernels-0.17``, ``kernels-0.15``).
+    ID: str
     #: (module, attribute path, parameters it must take) of every seam it patches or builds on.
     SEAMS: tuple[tuple[str, str, tuple[str, ...]], ...]
     #: (module, function, global it must look up at call time): the call chains its hooks rely on.
     CALLS: tuple[tuple[str, str, str], ...]
+    #: Each load path of :data:`PATHS` -> (pinned by kernlock, how).
+    COVERAGE: dict[str, tuple[bool, str]]
 
     def missing(self) -> list[str]:
         """The seams the installed kernels lacks (empty: the adapter fits)."""
@@ -56,10 +62,17 @@ class Adapter(Protocol):
         ...
 
 
-def _adapters() -> tuple[Adapter, ...]:
-    from kernlock.runtime.loaders import resolver_gen, utils_gen
+def adapters() -> tuple[Adapter, ...]:
+    """The adapter of every supported generation, newest first."""
+    import importlib
 
-    return resolver_gen, utils_gen
+    from kernlock.generations.catalog import GENERATIONS, module_name
+
+    found: list[Adapter] = []
+    for generation in GENERATIONS:
+        module: Any = importlib.import_module(f"{__name__}.{module_name(generation.id)}")
+        found.append(module)
+    return tuple(found)
 
 
 def _version(kernels: ModuleType | None = None) -> str | None:
@@ -81,10 +94,10 @@ def probe() -> Probe:
             generation="unknown", kernels=_version(), missing=(f"import kernels: {type(err).__name__}: {err}",)
         )
     gaps: list[list[str]] = []
-    for adapter in _adapters():
+    for adapter in adapters():
         lacking = adapter.missing()
         if not lacking:
-            return Probe(generation=adapter.NAME, kernels=_version(kernels))
+            return Probe(generation=adapter.ID, kernels=_version(kernels))
         gaps.append(lacking)
     fewest = min(gaps, key=len)
     return Probe(generation="unknown", kernels=_version(kernels), missing=tuple(fewest))
@@ -106,10 +119,10 @@ def probe_files() -> Probe:
     if spec is None or not spec.submodule_search_locations:
         return probe()
     package = Path(next(iter(spec.submodule_search_locations)))
-    for adapter in _adapters():
+    for adapter in adapters():
         calls = [(module, fn, ()) for module, fn, _name in adapter.CALLS]
         if all(_defined(package, module, path, params) for module, path, params in (*adapter.SEAMS, *calls)):
-            return Probe(generation=adapter.NAME, kernels=installed("kernels"))
+            return Probe(generation=adapter.ID, kernels=installed("kernels"))
     return probe()
 
 
@@ -170,11 +183,11 @@ def install(kernels: ModuleType) -> str:
     """Install the adapter that fits (once per process; again only to clear caches), else the fallback.
     Returns the generation installed, or ``"fallback"``. Never raises for a loader it does not understand."""
     global _installed
-    adapters = {adapter.NAME: adapter for adapter in _adapters()}
-    current = adapters.get(_installed or "")
+    by_id = {adapter.ID: adapter for adapter in adapters()}
+    current = by_id.get(_installed or "")
     if current is not None:
         current.install(Patcher())  # hooks are marked: this only clears the revision caches
-        return current.NAME
+        return current.ID
     version = _version(kernels) or "?"
     if _installed == "fallback":
         from kernlock.runtime.loaders import fallback
@@ -182,16 +195,16 @@ def install(kernels: ModuleType) -> str:
         fallback.install(version, "")  # a new activation: pin the builds of its lock
         return _installed
     found = probe()
-    adapter = adapters.get(found.generation or "")
+    adapter = by_id.get(found.generation or "")
     if adapter is not None:
         patcher = Patcher()
         try:
             adapter.install(patcher)
         except Exception as err:  # half installed: undo, and fall back
             patcher.revert()
-            reason = f"hooking its {adapter.NAME} seams failed: {type(err).__name__}: {err}"
+            reason = f"hooking its {adapter.ID} seams failed: {type(err).__name__}: {err}"
         else:
-            _installed = adapter.NAME
+            _installed = adapter.ID
             return _installed
     else:
         shown = ", ".join(found.missing[:3]) + (", ..." if len(found.missing) > 3 else "")
@@ -205,12 +218,7 @@ def install(kernels: ModuleType) -> str:
 
 # -- what each generation covers (`kernlock env`, docs/activation.md) ----------------------------------------
 
-_RESOLVERS = "kernels.resolver HubResolver/HubCacheResolver.resolve"
-_LOCKED_RESOLVERS = "kernels.resolver LockedHubResolver/LockedHubCacheResolver.resolve"
-_VERSION_REF = "kernels._versions.resolve_version_spec_as_ref"
-_FALLBACK = "LOCAL_KERNELS"
-
-#: (load path, uses transformers) in the order `kernlock env` lists them.
+#: (load path, uses transformers) in the order `kernlock env` lists them; each adapter's ``COVERAGE`` has them all.
 PATHS: tuple[tuple[str, bool], ...] = (
     ("get_kernel(version=N)", False),
     ("get_kernel(revision=R)", False),
@@ -225,60 +233,18 @@ PATHS: tuple[tuple[str, bool], ...] = (
     ("kernel dependencies (kernel-depends)", False),
 )
 
-#: generation -> load path -> (covered, how).
-COVERAGE: dict[str, dict[str, tuple[bool, str]]] = {
-    "resolver": {
-        "get_kernel(version=N)": (True, _RESOLVERS),
-        "get_kernel(revision=R)": (True, f"{_RESOLVERS}; the lock must satisfy the revision"),
-        'transformers attn_implementation="org/repo"': (True, f"kernels.get_kernel -> {_RESOLVERS}"),
-        'transformers attn_implementation="flash_attention_2" fallback': (True, f"kernels.get_kernel -> {_RESOLVERS}"),
-        "LayerRepository / kernelize": (True, f"{_VERSION_REF} + {_RESOLVERS}"),
-        "FuncRepository": (True, f"{_VERSION_REF} + {_RESOLVERS}"),
-        "get_locked_kernel / load_kernel": (True, f"{_LOCKED_RESOLVERS}; their commit must be the locked one"),
-        "LockedLayerRepository": (True, f"{_LOCKED_RESOLVERS}; their commit must be the locked one"),
-        "has_kernel": (True, _RESOLVERS),
-        "install_kernel": (True, _RESOLVERS),
-        "kernel dependencies (kernel-depends)": (True, f"{_RESOLVERS} (each dependency, recursively)"),
-    },
-    "utils": {
-        "get_kernel(version=N)": (True, f"{_VERSION_REF} + kernels.utils.install_kernel"),
-        "get_kernel(revision=R)": (True, "kernels.utils.install_kernel; the lock must satisfy the revision"),
-        'transformers attn_implementation="org/repo"': (True, "kernels.get_kernel -> kernels.utils.install_kernel"),
-        'transformers attn_implementation="flash_attention_2" fallback': (
-            True,
-            "kernels.get_kernel -> kernels.utils.install_kernel",
-        ),
-        "LayerRepository / kernelize": (True, f"{_VERSION_REF} + kernels.utils.install_kernel"),
-        "FuncRepository": (True, f"{_VERSION_REF} + kernels.utils.install_kernel"),
-        "get_locked_kernel / load_kernel": (
-            True,
-            "kernels.utils.install_kernel / _resolve_local_variant_path; their commit must be the locked one",
-        ),
-        "LockedLayerRepository": (True, "kernels.utils.install_kernel; their commit must be the locked one"),
-        "has_kernel": (True, "kernels.has_kernel replaced (a name bound before activation is not)"),
-        "install_kernel": (True, "kernels.install_kernel / kernels.utils.install_kernel replaced"),
-        "kernel dependencies (kernel-depends)": (False, "not supported by this loader"),
-    },
-    "unknown": {
-        "get_kernel(version=N)": (True, _FALLBACK),
-        "get_kernel(revision=R)": (True, f"{_FALLBACK}; the revision is NOT checked against the lock"),
-        'transformers attn_implementation="org/repo"': (True, _FALLBACK),
-        'transformers attn_implementation="flash_attention_2" fallback': (True, _FALLBACK),
-        "LayerRepository / kernelize": (True, f"{_FALLBACK}; version=N still asks the Hub for the branch"),
-        "FuncRepository": (True, f"{_FALLBACK}; version=N still asks the Hub for the branch"),
-        "get_locked_kernel / load_kernel": (False, "ignore LOCAL_KERNELS"),
-        "LockedLayerRepository": (False, "ignores LOCAL_KERNELS"),
-        "has_kernel": (True, f"{_FALLBACK}, where the loader reads it there (kernels 0.17 does)"),
-        "install_kernel": (False, "ignores LOCAL_KERNELS"),
-        "kernel dependencies (kernel-depends)": (True, f"{_FALLBACK}, where the loader reads it there (0.17 does)"),
-    },
-}
+
+def coverage() -> dict[str, dict[str, tuple[bool, str]]]:
+    """Generation (each adapter's id, and ``unknown`` for the fallback) -> load path -> (covered, how)."""
+    from kernlock.runtime.loaders import fallback
+
+    return {**{adapter.ID: adapter.COVERAGE for adapter in adapters()}, "unknown": fallback.COVERAGE}
 
 
 def load_paths(generation: str | None, transformers_note: str | None = None) -> list[dict[str, Any]]:
     """Each load path, whether kernlock pins it with this loader, and how. ``transformers_note``: why
     transformers loads no Hub kernel at all (its version gate), which then marks its paths uncovered."""
-    table = COVERAGE.get(generation or "")
+    table = coverage().get(generation or "")
     if table is None:
         return []
     rows = []

@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "MARK",
+    "VERSION_REF",
     "Patcher",
     "clear_revision_caches",
     "find",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 MARK = "__kernlock_hook__"
+#: The seam :func:`hook_version_ref` patches, as the coverage tables name it.
+VERSION_REF = "kernels._versions.resolve_version_spec_as_ref"
 
 
 def find(module: str, path: str = "") -> Any:

@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-__all__ = ["NOT_COVERED", "install"]
+__all__ = ["COVERAGE", "NOT_COVERED", "install"]
 
 logger = logging.getLogger("kernlock")
 
@@ -25,6 +25,21 @@ NOT_COVERED = (
     "load_kernel, get_locked_kernel, LockedLayerRepository and install_kernel ignore LOCAL_KERNELS; explicit "
     "revisions are not checked against the lock and unlocked repos are not refused"
 )
+_SWITCH = "LOCAL_KERNELS"
+#: Each load path (:data:`kernlock.runtime.loaders.PATHS`) -> (pinned by kernlock, how) with an ``unknown`` loader.
+COVERAGE: dict[str, tuple[bool, str]] = {
+    "get_kernel(version=N)": (True, _SWITCH),
+    "get_kernel(revision=R)": (True, f"{_SWITCH}; the revision is NOT checked against the lock"),
+    'transformers attn_implementation="org/repo"': (True, _SWITCH),
+    'transformers attn_implementation="flash_attention_2" fallback': (True, _SWITCH),
+    "LayerRepository / kernelize": (True, f"{_SWITCH}; version=N still asks the Hub for the branch"),
+    "FuncRepository": (True, f"{_SWITCH}; version=N still asks the Hub for the branch"),
+    "get_locked_kernel / load_kernel": (False, "ignore LOCAL_KERNELS"),
+    "LockedLayerRepository": (False, "ignores LOCAL_KERNELS"),
+    "has_kernel": (True, f"{_SWITCH}, where the loader reads it there (kernels 0.17 does)"),
+    "install_kernel": (False, "ignores LOCAL_KERNELS"),
+    "kernel dependencies (kernel-depends)": (True, f"{_SWITCH}, where the loader reads it there (0.17 does)"),
+}
 _told = False
 _user_value: str | None = None  # LOCAL_KERNELS as the user set it, before kernlock added its entries
 

@@ -1,5 +1,6 @@
-"""The "utils" generation of the kernels loader (kernels 0.15, 0.16): every load path is a function of
-``kernels/utils.py`` that looks the next one up as a module global at call time.
+"""The ``kernels-0.15`` generation of the kernels loader (kernels 0.15, 0.16; its range and tested releases:
+:mod:`kernlock.generations.supported`): every load path is a function of ``kernels/utils.py`` that looks the next
+one up as a module global at call time.
 
 * ``install_kernel(repo_id, *, revision, ...) -> Path`` (the variant folder): ``get_kernel`` (``version=`` and
   ``revision=``), ``LayerRepository``/``FuncRepository`` and their ``Locked*`` twins (through ``get_kernel``),
@@ -14,7 +15,9 @@
 * ``has_kernel``: a locked repo is answered from the lock (the verified build, its architecture check) instead
   of the Hub's file listing; the module global and the public re-export are replaced.
 
-Kernel dependencies (``kernel-depends``) do not exist in this generation.
+Kernel dependencies (``kernel-depends``) do not exist in this generation. Its loader's variant rule lacks the
+``tpu`` backend and the Metal macOS check of kernels 0.17; locks keep choosing by kernlock's copy of the 0.17 rule
+(:mod:`kernlock.variants.rule`), so a lock is the same whichever kernels makes it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from kernlock.runtime.loaders._common import (
+    VERSION_REF,
     Patcher,
     clear_revision_caches,
     find,
@@ -37,9 +41,9 @@ from kernlock.runtime.loaders._common import (
     wrap,
 )
 
-__all__ = ["CALLS", "NAME", "SEAMS", "install", "missing"]
+__all__ = ["CALLS", "COVERAGE", "ID", "SEAMS", "install", "missing"]
 
-NAME = "utils"
+ID = "kernels-0.15"
 
 #: (module, attribute path, parameters it must take) of every seam this adapter patches.
 SEAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -55,6 +59,25 @@ CALLS: tuple[tuple[str, str, str], ...] = (
     ("kernels.utils", "load_kernel", "_resolve_local_variant_path"),
     ("kernels._versions", "select_revision_or_version", "resolve_version_spec_as_ref"),
 )
+
+_INSTALL = "kernels.utils.install_kernel"
+#: Each load path (:data:`kernlock.runtime.loaders.PATHS`) -> (pinned by kernlock, how): `kernlock env`.
+COVERAGE: dict[str, tuple[bool, str]] = {
+    "get_kernel(version=N)": (True, f"{VERSION_REF} + {_INSTALL}"),
+    "get_kernel(revision=R)": (True, f"{_INSTALL}; the lock must satisfy the revision"),
+    'transformers attn_implementation="org/repo"': (True, f"kernels.get_kernel -> {_INSTALL}"),
+    'transformers attn_implementation="flash_attention_2" fallback': (True, f"kernels.get_kernel -> {_INSTALL}"),
+    "LayerRepository / kernelize": (True, f"{VERSION_REF} + {_INSTALL}"),
+    "FuncRepository": (True, f"{VERSION_REF} + {_INSTALL}"),
+    "get_locked_kernel / load_kernel": (
+        True,
+        f"{_INSTALL} / _resolve_local_variant_path; their commit must be the locked one",
+    ),
+    "LockedLayerRepository": (True, f"{_INSTALL}; their commit must be the locked one"),
+    "has_kernel": (True, "kernels.has_kernel replaced (a name bound before activation is not)"),
+    "install_kernel": (True, f"kernels.install_kernel / {_INSTALL} replaced"),
+    "kernel dependencies (kernel-depends)": (False, "not supported by this loader"),
+}
 
 
 def missing() -> list[str]:

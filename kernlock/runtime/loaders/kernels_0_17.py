@@ -1,4 +1,5 @@
-"""The "resolver" generation of the kernels loader (kernels 0.17): every Hub load asks a resolver object.
+"""The ``kernels-0.17`` generation of the kernels loader (kernels 0.17; its range and tested releases:
+:mod:`kernlock.generations.supported`): every Hub load asks a resolver object.
 
 ``get_kernel``, ``has_kernel``, ``install_kernel``, ``LayerRepository``/``FuncRepository`` loads and a kernel's
 own ``kernel-depends`` (resolved recursively with the same resolver) end in ``HubResolver.resolve`` or
@@ -7,7 +8,8 @@ pair. For a locked repo the hook answers with the verified local build (a ``Loca
 ``kernels.get_loaded_kernels()`` reports repo and commit): no refs lookup, no trust check, no download. Local
 resolvers (``LOCAL_KERNELS``, ``get_local_kernel``) run before the Hub resolvers and are left alone.
 ``kernels._versions.resolve_version_spec_as_ref`` (``version=N`` -> a commit, which ``LayerRepository`` /
-``FuncRepository`` ask before loading) answers the locked commit.
+``FuncRepository`` ask before loading) answers the locked commit. Variants are chosen by kernlock's copy of this
+generation's rule (:mod:`kernlock.variants.rule`, the lock's ``variant-rule = "kernels-0.17"``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernlock.runtime.loaders._common import (
+    VERSION_REF,
     Patcher,
     clear_revision_caches,
     find,
@@ -27,9 +30,9 @@ from kernlock.runtime.loaders._common import (
     wrap,
 )
 
-__all__ = ["CALLS", "NAME", "RESOLVERS", "SEAMS", "install", "missing"]
+__all__ = ["CALLS", "COVERAGE", "ID", "RESOLVERS", "SEAMS", "install", "missing"]
 
-NAME = "resolver"
+ID = "kernels-0.17"
 RESOLVERS = ("HubResolver", "HubCacheResolver", "LockedHubResolver", "LockedHubCacheResolver")
 
 #: (module, attribute path, parameters it must take) of every seam this adapter patches or builds on.
@@ -42,6 +45,23 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 #: (module, function, global it must look up at call time): none, the resolver classes are the seams.
 CALLS: tuple[tuple[str, str, str], ...] = ()
+
+_RESOLVERS = "kernels.resolver HubResolver/HubCacheResolver.resolve"
+_LOCKED_RESOLVERS = "kernels.resolver LockedHubResolver/LockedHubCacheResolver.resolve"
+#: Each load path (:data:`kernlock.runtime.loaders.PATHS`) -> (pinned by kernlock, how): `kernlock env`.
+COVERAGE: dict[str, tuple[bool, str]] = {
+    "get_kernel(version=N)": (True, _RESOLVERS),
+    "get_kernel(revision=R)": (True, f"{_RESOLVERS}; the lock must satisfy the revision"),
+    'transformers attn_implementation="org/repo"': (True, f"kernels.get_kernel -> {_RESOLVERS}"),
+    'transformers attn_implementation="flash_attention_2" fallback': (True, f"kernels.get_kernel -> {_RESOLVERS}"),
+    "LayerRepository / kernelize": (True, f"{VERSION_REF} + {_RESOLVERS}"),
+    "FuncRepository": (True, f"{VERSION_REF} + {_RESOLVERS}"),
+    "get_locked_kernel / load_kernel": (True, f"{_LOCKED_RESOLVERS}; their commit must be the locked one"),
+    "LockedLayerRepository": (True, f"{_LOCKED_RESOLVERS}; their commit must be the locked one"),
+    "has_kernel": (True, _RESOLVERS),
+    "install_kernel": (True, _RESOLVERS),
+    "kernel dependencies (kernel-depends)": (True, f"{_RESOLVERS} (each dependency, recursively)"),
+}
 
 
 def _metadata() -> Any:
