@@ -4,12 +4,12 @@ kernlock writes (with their content hash). :mod:`kernlock.lock.file` reads and v
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 from typing import Any
 
 from kernlock.lock.model import LOCK_VERSION, Lock, LockedFile, LockedKernel, Signature
 from kernlock.util import tomlwrite
+from kernlock.util.digest import sha256_hex
 
 __all__ = ["HEADER", "LOCK_VERSION", "content_hash", "dumps", "entry_table", "facts_document", "normalized"]
 
@@ -78,7 +78,7 @@ def content_hash(text: str) -> str:
     hand or by a merge, changes it."""
     if text.startswith(_HASH_LINE) or f"\n{_HASH_LINE}" in text:
         text = "\n".join(line for line in text.split("\n") if not line.startswith(_HASH_LINE))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return "sha256:" + sha256_hex(text.encode())
 
 
 #: Model field -> lock key, where the key is not the field's name with dashes (``variants`` -> ``[[kernel.variant]]``).
