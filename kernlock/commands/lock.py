@@ -119,6 +119,8 @@ def read_lock(project: Project) -> Lock:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockResult:
+    """What `lock` did: the lock now in force, whether (and why) it was written, and what it replaced."""
+
     lock: Lock
     written: bool
     reason: str | None  # why it was (re)written, or None if it was up to date
@@ -256,6 +258,8 @@ def _write_if_changed(project: Project, new: Lock, dry_run: bool = False) -> boo
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AddResult:
+    """What `add` recorded in pyproject.toml, and the lock it wrote."""
+
     added: dict[str, str]  # repo -> recorded revision
     lock: LockResult
     created: Path | None = None  # the pyproject.toml `add` created (no enclosing project was found)

@@ -27,6 +27,8 @@ def _signer(signature: Signature | str | None) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShowResult:
+    """`show`'s table: one row per lock entry, and why the lock is stale or rows have no variant here."""
+
     rows: list[dict[str, Any]]  # one per lock entry
     stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
     #: Why rows have no variant here (None when every row has one): no torch, an environment the lock does not

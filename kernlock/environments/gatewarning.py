@@ -12,12 +12,12 @@ the verdict (as every answer kernlock keeps there); elsewhere it is read anew ea
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 
 from kernlock.util import hfenv
+from kernlock.util.digest import sha256_hex
 
 __all__ = ["warning"]
 
@@ -58,7 +58,7 @@ def _verdict() -> str | None:
 
 
 def _key() -> str:
-    return hashlib.sha256("\0".join([sys.executable, *sys.path[1:]]).encode()).hexdigest()[:24]
+    return sha256_hex("\0".join([sys.executable, *sys.path[1:]]).encode())[:24]
 
 
 def _stamps() -> list[list[int]]:

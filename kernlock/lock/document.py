@@ -6,13 +6,13 @@ and what is inline follow the schema declared beside the model (:mod:`kernlock.l
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 from typing import Any
 
 from kernlock.lock.model import EnvironmentFacts, Lock, LockedKernel
 from kernlock.lock.schema import CREATED_BY, VERSION_KEY, Field, fields
 from kernlock.util import tomlwrite
+from kernlock.util.digest import sha256_hex
 
 __all__ = [
     "HEADER",
@@ -95,7 +95,7 @@ def content_hash(text: str) -> str:
     hand or by a merge, changes it."""
     if text.startswith(_HASH_LINE) or f"\n{_HASH_LINE}" in text:
         text = "\n".join(line for line in text.split("\n") if not line.startswith(_HASH_LINE))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return "sha256:" + sha256_hex(text.encode())
 
 
 def dumps(lock: Lock) -> str:

@@ -15,7 +15,6 @@ A missing, stale or unreadable index is rebuilt from the lock; a lock that canno
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from kernlock.errors import LockError
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.lock.schema import INDEX_VERSION
+from kernlock.util.digest import sha256_hex
 from kernlock.util.hfenv import cache_root, private
 
 __all__ = ["LockView", "prime", "read"]
@@ -106,7 +106,7 @@ def _view(lock: Lock, environment: str) -> LockView:
 
 
 def _index_path(path: str, environment: str) -> str:
-    digest = hashlib.sha256(f"{os.path.abspath(path)}\0{environment}".encode()).hexdigest()[:32]
+    digest = sha256_hex(f"{os.path.abspath(path)}\0{environment}".encode())[:32]
     return os.path.join(cache_root(), "lock-index", f"{digest}.json")
 
 

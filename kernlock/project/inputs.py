@@ -6,7 +6,6 @@ tomlkit so that comments, order and formatting of everything else in pyproject.t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from kernlock.project import signatures as sigpolicy
 from kernlock.project.conditions import Condition
 from kernlock.project.signatures import SignaturePolicy
 from kernlock.util import names
+from kernlock.util.digest import sha256_hex
 from kernlock.util.wording import unknown_keys
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class Project:
         if self.signatures.declared:  # only a declared table counts: adding kernlock's defaults moves no hash
             data["signatures"] = self.signatures.as_data()
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-        return "sha256:" + hashlib.sha256(blob).hexdigest()
+        return "sha256:" + sha256_hex(blob)
 
 
 def find_root(start: Path | str | None = None) -> Path | None:

@@ -8,9 +8,7 @@ sigstore is imported here only, when a :class:`BundleVerifier` is made: activati
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 from kernlock.errors import SignatureError, SignedDigestError
 from kernlock.lock.model import LockedFile, Signature
 from kernlock.project.signatures import Signer
+from kernlock.util.digest import sha256_hex
 
 __all__ = [
     "BUNDLE",
@@ -91,6 +90,8 @@ class BundleVerifier:
     sigstore ships it, read offline)."""
 
     def __init__(self, trusted_root: Path | None) -> None:
+        import logging  # sigstore imports it anyway; a check of a remembered signature does not
+
         logging.getLogger("sigstore").setLevel(logging.ERROR)  # its offline and no-op-policy warnings are ours to word
         from sigstore.verify import Verifier
 
@@ -154,12 +155,12 @@ class BundleVerifier:
             issuer=identity["issuer"],
             log_index=int(entry.log_index),
             integrated_time=int(entry.integrated_time or 0),
-            bundle="sha256:" + hashlib.sha256(bundle).hexdigest(),
+            bundle="sha256:" + sha256_hex(bundle),
         )
 
     def reverify(self, what: str, metadata: bytes, bundle: bytes, record: Signature, *, fix: str) -> None:
         """Verify a synced bundle again, offline, against the signer kernels.lock recorded for it."""
-        if "sha256:" + hashlib.sha256(bundle).hexdigest() != record.bundle:
+        if "sha256:" + sha256_hex(bundle) != record.bundle:
             raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded; {fix}")
         signer = Signer(repository=record.repository, workflows=(record.signer,), issuer=record.issuer)
         found = self.verify(what, metadata, bundle, (signer,), fix=fix)

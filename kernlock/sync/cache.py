@@ -25,7 +25,6 @@ its folder instead of re-hashing it. This module imports no network stack: the r
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import stat
@@ -37,7 +36,7 @@ from kernlock.errors import IntegrityError
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.util import hfenv, names
 from kernlock.util.atomic import unwritable, write_bytes_atomic
-from kernlock.util.hashing import hasher
+from kernlock.util.digest import sha256_hex
 
 __all__ = [
     "RECEIPTS",
@@ -143,7 +142,7 @@ def _kept(
 @functools.lru_cache(maxsize=16)
 def _cache_key(cache: str) -> str:
     """The name of the receipts' folder for the kernel cache at ``cache`` (an absolute path)."""
-    return hashlib.sha256(os.fsencode(cache)).hexdigest()[:16]
+    return sha256_hex(os.fsencode(cache))[:16]
 
 
 def receipts_folder() -> Path:
@@ -197,6 +196,8 @@ def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[Locked
 
 def file_hash(path: str | Path, algorithm: str) -> str:
     """``sha256:<hex>`` of the content, or ``git-sha1:<hex>`` (the git blob id) of ``path``."""
+    from kernlock.util.hashing import hasher  # hashlib (OpenSSL) and threading: only where a file is hashed
+
     with open(path, "rb") as handle:
         digest = hasher(algorithm, os.fstat(handle.fileno()).st_size)
         while chunk := handle.read(_CHUNK):

@@ -7,7 +7,6 @@ A variant that fails is withdrawn from the cache (:mod:`kernlock.sync.refusals`)
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import threading
@@ -21,6 +20,7 @@ from kernlock.project.signatures import TRUSTED_ROOT_VARIABLE
 from kernlock.sync.cache import variant_path
 from kernlock.util import hfenv, names
 from kernlock.util.atomic import write_bytes_atomic
+from kernlock.util.digest import sha256_hex
 
 if TYPE_CHECKING:
     from kernlock.signing.bundle import BundleVerifier
@@ -53,6 +53,8 @@ def signed(pairs: Iterable[tuple[LockedKernel, LockedVariant]]) -> list[tuple[Lo
 
 
 def _sha(path: Path, algorithm: str) -> bytes:
+    import hashlib  # OpenSSL: only where a signed file is hashed (a no-op sync hashes none)
+
     digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -110,7 +112,7 @@ class SignatureCheck:
             if verifier is not None:
                 with self._guard:  # sigstore's objects are not documented as thread-safe
                     verifier.reverify(what, metadata, bundle, record, fix=TRUST_FIX)
-            elif "sha256:" + hashlib.sha256(bundle).hexdigest() != record.bundle:
+            elif "sha256:" + sha256_hex(bundle) != record.bundle:
                 raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded; {TRUST_FIX}")
             check_digest(what, metadata, variant.files, hash_of, fix=FIX)
         except SignatureError as err:
@@ -133,7 +135,7 @@ class SignatureCheck:
                 root = self.trusted_root.read_bytes() if self.trusted_root is not None else b"public-good"
             except OSError:
                 return None  # the verifier says what is wrong with it
-            self._root_id = hashlib.sha256(root).hexdigest()
+            self._root_id = sha256_hex(root)
         metadata = next((f.hash for f in variant.files if f.path == "metadata.json"), "")
         fields = [
             record.signer,
@@ -144,7 +146,7 @@ class SignatureCheck:
             record.bundle,
         ]
         key = json.dumps([self._root_id, metadata, entry.repo, *fields])
-        return folder / hashlib.sha256(key.encode()).hexdigest()
+        return folder / sha256_hex(key.encode())
 
 
 def reverify(

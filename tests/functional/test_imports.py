@@ -36,6 +36,11 @@ HEAVY = ("kernels", "huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2
 #: A thread pool's imports (concurrent.futures imports logging) and a file write's: what a command pays that has
 #: nothing to fetch, only a little to hash and no receipt to rewrite.
 FAN_OUT_AND_WRITE = ("concurrent.futures", "logging", "tempfile")
+#: hashlib loads OpenSSL (~5 ms): a command that hashes no file takes its few digests (the lock's content-hash,
+#: pyproject's requires-hash, cache keys) from the interpreter's own SHA-256 (kernlock.util.digest).
+OPENSSL = ("hashlib", "_hashlib")
+#: logging and what it imports (~10 ms): sigstore's, imported with it (a remembered signature needs neither).
+LOGGING = ("logging", "traceback", "textwrap")
 #: importlib.metadata and what it imports (~15 ms): only `kernlock env` reads installed versions (its job).
 METADATA = ("importlib.metadata", "email", "zipfile", "csv")
 
@@ -107,7 +112,8 @@ def test_local_commands_import_no_network_loader_or_torch(
     """A command that needs no request imports neither huggingface_hub/httpx, nor kernels, nor torch; it works
     with the Hub unreachable, and its output is what it always was. It writes no pyproject.toml either, so it
     reads it without tomlkit (the standard library's parser). Installed versions (`env`, the facts of this
-    machine) are read through importlib.metadata by `env` alone: the others never import it. No command here imports
+    machine) are read through importlib.metadata by `env` alone: the others never import it. `lock --check`, `show`
+    and a no-op `sync` hash no file, so they load no OpenSSL (hashlib); `verify` no logging. No command here imports
     sigstore: `verify` checks each signed digest again, and the bundle that `sync` had sigstore verify is
     remembered (`verify --full` verifies it again: tests/functional/test_signatures.py)."""
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
@@ -116,10 +122,13 @@ def test_local_commands_import_no_network_loader_or_torch(
     assert _heavy(modules) == []
     assert "tomlkit" not in modules
     if args == ["verify"]:
+        assert sorted(m for m in LOGGING if m in modules) == []
         assert "sigstore" not in modules and "2 signatures verified offline" not in done.stdout
         assert "1 signature verified offline" in done.stdout
         return
     assert "sigstore" not in modules and "kernlock.signing.bundle" not in modules
+    if args[0] in ("lock", "sync", "show"):  # no file to hash (`verify` re-hashes them)
+        assert sorted(m for m in OPENSSL if m in modules) == []
     if args[0] != "env":
         assert sorted(m for m in METADATA if m in modules) == []
 
