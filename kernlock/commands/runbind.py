@@ -5,7 +5,7 @@ A launcher that passes no environment (``env -i``, ``srun --export=NONE``, pdsh,
 the environment does run is each ``.pth`` file of its site-packages (site.py; `kernlock hook install` binds an
 environment so for good): `kernlock run` writes ``kernlock-run-<host>-<pid>.pth``, a line that imports
 ``_kernlock_run`` (written beside it, with its bytecode; it stays, inert, once no run needs it) and, as a comment, the
-run's record: who runs it and the settings CMD gets (:mod:`kernlock.runtime.runs` reads it at a process's first
+run's owner: who runs it and the settings CMD gets (:mod:`kernlock.runtime.runs` reads it at a process's first
 kernel import, so that a process that imports no kernel pays only for that import). The file goes when CMD ends;
 what a killed run leaves binds nothing (its pid no longer runs) and the next `kernlock run` removes it.
 
@@ -30,10 +30,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["PTH_PREFIX", "RUN_MODULE", "RUN_SOURCE", "SUPPORTED", "Binding", "bind", "read_record"]
+__all__ = ["PTH_PREFIX", "RUN_MODULE", "RUN_SOURCE", "SUPPORTED", "Binding", "bind", "read_owner"]
 
 PTH_PREFIX = runs.PTH_PREFIX
-read_record = runs.read_record
+read_owner = runs.read_owner
 RUN_MODULE = "_kernlock_run"
 #: Where a run can bind its environment: kernlock then stays CMD's parent, waiting with sigtimedwait (not on Windows
 #: nor macOS; there `kernlock run` binds nothing, as before).
@@ -95,12 +95,12 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
     clears = launchers.clears_environment(command, env)
     me = runs.this_process()
     pth = site / f"{PTH_PREFIX}{me['host']}-{me['pid']}.pth"
-    record = {**me, "clears": clears, "settings": settings}
+    owner = {**me, "clears": clears, "settings": settings}
     try:
         _write_module(site)
         from kernlock.util.atomic import write_text_atomic
 
-        write_text_atomic(pth, f"import {RUN_MODULE}\n{runs.RECORD_PREFIX}{record!r}\n")
+        write_text_atomic(pth, f"import {RUN_MODULE}\n{runs.OWNER_PREFIX}{owner!r}\n")
     except OSError as err:
         if clears is None or _hook_binds(site, settings.get("KERNLOCK_LOCKFILE")):
             return None
@@ -124,17 +124,17 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
 
 
 def _others(site: Path, mine: Path) -> list[dict[str, Any]]:
-    """The records of the other runs that bind ``site`` for this user; the files of runs that are gone are
+    """The owners of the other runs that bind ``site`` for this user; the files of runs that are gone are
     removed."""
     found = []
-    for record in runs.records(site):
-        if record["pth"] == str(mine):
+    for owner in runs.owners(site):
+        if owner["pth"] == str(mine):
             continue
-        if not runs.alive(record):
+        if not runs.alive(owner):
             with contextlib.suppress(OSError):
-                os.unlink(record["pth"])
-        elif runs.applies(record):
-            found.append(record)
+                os.unlink(owner["pth"])
+        elif runs.applies(owner):
+            found.append(owner)
     return found
 
 

@@ -2,10 +2,10 @@
 
 While `kernlock run` lasts, a ``kernlock-run-<host>-<pid>.pth`` in its environment's site-packages makes every
 interpreter start of that environment import ``_kernlock_run`` (one finder on ``sys.meta_path``, nothing else), and
-holds, as a comment that site.py skips, the run's record: who runs it (host, pid, when it started, uid) and the
+holds, as a comment that site.py skips, the run's owner: who runs it (host, pid, when it started, uid) and the
 settings `kernlock run` passes CMD (the lock, the mode, the kernel cache...). At its first kernel import, a process
 that got none of them — its launcher cleared the environment: ``env -i``, ``srun --export=NONE``, pdsh, ssh — reads
-the records beside the module and activates with the run's settings (:func:`activate`). A record whose run is gone
+the owners beside the module and activates with the run's settings (:func:`activate`). An owner whose run is gone
 (the same host: that pid no longer runs, or runs another process; another host: its file has not been touched by
 the run's heartbeat for :data:`STALE_AFTER` seconds) binds nothing, so a killed run does not bind later processes.
 """
@@ -24,20 +24,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEARTBEAT",
+    "OWNER_PREFIX",
     "PTH_PREFIX",
-    "RECORD_PREFIX",
     "STALE_AFTER",
     "activate",
     "alive",
     "applies",
     "describe",
-    "read_record",
-    "records",
+    "owners",
+    "read_owner",
     "this_process",
 ]
 
 PTH_PREFIX = "kernlock-run-"  # sorts after kernlock-hook.pth: the run's finder goes first on sys.meta_path
-RECORD_PREFIX = "# kernlock run: "  # the line of a binding's .pth that holds its record
+OWNER_PREFIX = "# kernlock run: "  # the line of a binding's .pth that holds its owner
 
 #: Seconds between two touches of a binding's file by its run, and the age after which another host takes a
 #: binding whose file was not touched as left by a run that is gone (an NFS client may see an mtime a minute late).
@@ -46,7 +46,7 @@ STALE_AFTER = 300.0
 
 
 def this_process() -> dict[str, Any]:
-    """Who this process is, as a run's record names it."""
+    """Who this process is, as a run's owner line names it."""
     from kernlock.util.processes import host, started
 
     return {"host": host(), "pid": os.getpid(), "start": started(os.getpid()), "uid": _uid()}
@@ -82,29 +82,29 @@ def describe(run: dict[str, Any]) -> str:
     return f"{settings.get('KERNLOCK_LOCKFILE')} ({mode} mode) of `kernlock run` pid {run['pid']} on {run['host']}"
 
 
-def read_record(pth: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The record in a ``kernlock-run-*.pth`` (its ``pth`` is where it was read), or None where it holds none."""
+def read_owner(pth: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The owner in a ``kernlock-run-*.pth`` (its ``pth`` is where it was read), or None where it holds none."""
     import ast
 
     try:
         with open(pth, encoding="utf-8") as lines:
             for line in lines:
-                if line.startswith(RECORD_PREFIX):
-                    record = ast.literal_eval(line[len(RECORD_PREFIX) :].strip())
-                    return {**record, "pth": os.fspath(pth)} if isinstance(record, dict) else None
+                if line.startswith(OWNER_PREFIX):
+                    owner = ast.literal_eval(line[len(OWNER_PREFIX) :].strip())
+                    return {**owner, "pth": os.fspath(pth)} if isinstance(owner, dict) else None
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError, MemoryError, RecursionError):
         pass
     return None
 
 
-def records(site: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The records of every binding in ``site`` (runs in progress or gone)."""
+def owners(site: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The owners of every binding in ``site`` (runs in progress or gone)."""
     import glob
 
     found = (
-        read_record(pth) for pth in sorted(glob.glob(os.path.join(glob.escape(os.fspath(site)), PTH_PREFIX + "*.pth")))
+        read_owner(pth) for pth in sorted(glob.glob(os.path.join(glob.escape(os.fspath(site)), PTH_PREFIX + "*.pth")))
     )
-    return [record for record in found if record is not None]
+    return [owner for owner in found if owner is not None]
 
 
 def activate(site: str) -> Settings | None:
@@ -115,7 +115,7 @@ def activate(site: str) -> Settings | None:
     bind it, and it cannot tell which one it belongs to."""
     if activated.settings() is not None:
         return None
-    live = [run for run in records(site) if applies(run)]
+    live = [run for run in owners(site) if applies(run)]
     own = os.environ.get("KERNLOCK_LOCKFILE")
     if own:  # a child of a bound process (it carries the run's lock on) tells its run apart
         live = [run for run in live if run["settings"].get("KERNLOCK_LOCKFILE") == os.path.abspath(own)] or live

@@ -195,7 +195,7 @@ def test_a_killed_run_leaves_a_binding_that_binds_nothing(tiny: LockedProject, m
             break
         subprocess.run(["sleep", "0.1"], check=True)
     assert started(child) is None, "CMD outlived the killed kernlock run"
-    assert _bindings(python) == [left] and runbind.read_record(left) is not None
+    assert _bindings(python) == [left] and runbind.read_owner(left) is not None
     stale = _plain_rank(python, tmp_path, server.url, script)
     assert stale["loaded"][TINY_ACTIVATION]["commit"] == head and stale["lockfile"] is None
     done = subprocess.run([*argv, "true"], env=env, capture_output=True, text=True, timeout=120)
@@ -221,8 +221,8 @@ def test_another_hosts_binding_binds_while_its_heartbeat_is_fresh(tiny: LockedPr
     script.write_text(RANK)
     binding = _bind_by_hand(tiny, python, tiny.project / "kernels.lock", ("srun", "--export=NONE"))
     try:
-        record = {**(runbind.read_record(binding.pth) or {}), "host": "other-node", "pid": 1, "start": "1"}
-        binding.pth.write_text(f"import _kernlock_run\n{runs.RECORD_PREFIX}{record!r}\n")
+        record = {**(runbind.read_owner(binding.pth) or {}), "host": "other-node", "pid": 1, "start": "1"}
+        binding.pth.write_text(f"import _kernlock_run\n{runs.OWNER_PREFIX}{record!r}\n")
         _assert_locked(tiny, _plain_rank(python, tmp_path, server.url, script), head)
         old = binding.pth.stat().st_mtime - runs.STALE_AFTER - 60
         os.utime(binding.pth, (old, old))
