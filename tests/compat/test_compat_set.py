@@ -110,6 +110,7 @@ def test_kernlock_env_reports_the_transformers_gate(locked: LockedProject, matri
     assert len(warnings) == (0 if matrix_set.transformers_gate else 1), shown
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_transformers_attention_path(locked: LockedProject, matrix_set: MatrixSet) -> None:
     """Gate on: a tiny Llama trains through the locked flash-attn2 v2 whatever version transformers asks for.
@@ -142,6 +143,7 @@ def test_transformers_attention_path(locked: LockedProject, matrix_set: MatrixSe
     assert f"asked for version={asked}" in child.stderr and "kernels.lock pins v2" in child.stderr, child.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_kernelize_a_locked_layer(locked: LockedProject) -> None:
     """``LayerRepository(version=1)`` of a repo locked at v2: kernelize swaps in the locked build's layer."""
@@ -157,6 +159,7 @@ def test_kernelize_a_locked_layer(locked: LockedProject) -> None:
     assert report["loaded"][ACTIVATION]["identity"]["version"] == 2  # asked version=1
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_get_kernel_by_version_loads_the_locked_build(locked: LockedProject) -> None:
     child = locked.run(
@@ -170,6 +173,7 @@ def test_get_kernel_by_version_loads_the_locked_build(locked: LockedProject) -> 
     assert all(identity == locked.identity(FA2) for identity in report["asked"].values())
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_kernel_dependencies_load_locked(locked: LockedProject, matrix_set: MatrixSet) -> None:
     if not matrix_set.kernel_dependencies:
@@ -185,6 +189,7 @@ def test_kernel_dependencies_load_locked(locked: LockedProject, matrix_set: Matr
     assert report["dependency"] == {ACTIVATION: locked.identity(ACTIVATION)}
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_branch_moved_after_locking_still_loads_the_locked_commit(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path

@@ -67,6 +67,7 @@ def _loader_refuses(metadata: dict, name: str, table: dict, monkeypatch: pytest.
     return False
 
 
+@pytest.mark.slow
 def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
     caplog.set_level(logging.ERROR, logger="kernels.variants")
     rule = kernels_variants._resolve_variant_for_system

@@ -103,6 +103,7 @@ def _installed(cache: Path) -> list[str]:
 # -- bundle and sync --from ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bundle_round_trip_offline_and_deterministic(site: Site, tmp_path: Path):
     with tarfile.open(site.bundle) as tar:
         names = tar.getnames()
@@ -225,6 +226,7 @@ def test_a_hostile_tar_is_refused_and_writes_nothing(kind: str, site: Site, tmp_
     assert not outside.exists()  # (and the sentinel fixture checks its whole tree)
 
 
+@pytest.mark.slow
 def test_an_interrupted_sync_from_resumes(hub_server: HubServer, tmp_path: Path):
     """SIGKILL while a large file is being copied out of the bundle: nothing partial is visible, and the next
     `sync --from` completes, verified."""
@@ -321,6 +323,7 @@ OUT["attn"] = model.config._attn_implementation
 """
 
 
+@pytest.mark.slow
 def test_get_kernel_and_transformers_load_the_locked_builds_through_the_mirror(
     site: Site, mirror: MirrorProcess, tmp_path: Path
 ):
@@ -359,6 +362,7 @@ OUT["refs"] = sorted(b.name for b in hf.HfApi().list_repo_refs("kernels-communit
 """
 
 
+@pytest.mark.slow
 def test_anything_not_in_the_lock_is_a_not_found_error_for_the_clients(mirror: MirrorProcess, site: Site, tmp_path):
     report = _client(_NOT_FOUND, client_env(site.env, mirror.url, tmp_path / "node-cache"))
     assert report["unlocked repo"] == "RepositoryNotFoundError"

@@ -60,6 +60,7 @@ def _rows(stdout: str) -> dict[tuple[str, str], list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_check_catches_the_gqa_only_backward_bug(checked: dict[str, tuple[Path, dict[str, str]]]) -> None:
     project, env = checked["v3"]
     result = run_cli("check", "--project", str(project), env=env)
@@ -74,6 +75,7 @@ def test_check_catches_the_gqa_only_backward_bug(checked: dict[str, tuple[Path, 
     assert float(gqa[4]) > 10 * float(gqa[5])  # the error is far above the tolerance, not at its edge
 
 
+@pytest.mark.slow
 def test_check_passes_the_correct_sibling_and_layers_and_never_passes_the_unchecked(
     checked: dict[str, tuple[Path, dict[str, str]]],
 ) -> None:
@@ -94,6 +96,7 @@ def test_check_passes_the_correct_sibling_and_layers_and_never_passes_the_unchec
     assert len(commit) == 12 and rows[(GQA, "attention GQA float32 logits")][2] == CPU_ENV
 
 
+@pytest.mark.slow
 def test_check_json_kernel_filter_and_record(checked: dict[str, tuple[Path, dict[str, str]]]) -> None:
     project, env = checked["v3"]
     result = run_cli("check", "--kernel", GQA, "--json", "--record", "--project", str(project), env=env)

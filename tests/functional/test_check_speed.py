@@ -77,6 +77,7 @@ def _medians(report: dict[str, Any], case_start: str) -> dict[tuple[str, str], f
     return found
 
 
+@pytest.mark.slow
 def test_speed_shows_the_slow_build_slower_and_a_regression_against_the_recorded_build(
     catalog: Catalog, repo: str, tmp_path: Path
 ) -> None:
@@ -116,6 +117,7 @@ def test_speed_shows_the_slow_build_slower_and_a_regression_against_the_recorded
     assert match and float(match.group(1)) > 2.5, line
 
 
+@pytest.mark.slow
 def test_check_upgrade_to_the_broken_build_exits_1_naming_the_case_and_changes_nothing(
     catalog: Catalog, repo: str, tmp_path: Path
 ) -> None:
@@ -132,6 +134,7 @@ def test_check_upgrade_to_the_broken_build_exits_1_naming_the_case_and_changes_n
     assert {name: (project / name).read_bytes() for name in before} == before
 
 
+@pytest.mark.slow
 def test_check_upgrade_to_the_slow_build_reports_the_slowdown(catalog: Catalog, repo: str, tmp_path: Path) -> None:
     with _synced(catalog, tmp_path, repo, "v1") as (server, project, env):
         before = (project / "kernels.lock").read_bytes()
@@ -147,6 +150,7 @@ def test_check_upgrade_to_the_slow_build_reports_the_slowdown(catalog: Catalog, 
     assert (project / "kernels.lock").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_check_upgrade_follows_lock_upgrade_and_outdated_shows_the_recorded_verdict(
     catalog: Catalog, tmp_path: Path
 ) -> None:

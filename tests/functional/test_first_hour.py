@@ -71,6 +71,7 @@ def _user(tmp_path: Path, exported: dict[str, str]) -> dict[str, str]:
 # -- 1. the sample Hub from the shell -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path: Path, served: list[_Served]):
     root = tmp_path / "hub"
     built = subprocess.run(
@@ -458,6 +459,7 @@ def _variant_lines(stdout: str) -> list[str]:
     return sorted(line.strip() for line in stdout.splitlines() if line.startswith("  downloaded "))
 
 
+@pytest.mark.slow
 def test_per_variant_file_counts_are_the_same_in_every_run(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, tmp_path: Path
 ):
@@ -478,6 +480,7 @@ def test_per_variant_file_counts_are_the_same_in_every_run(
     assert runs[0] == runs[1] == runs[2]
 
 
+@pytest.mark.slow
 def test_sync_from_a_bundle_says_installed_from(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, tmp_path: Path
 ):
@@ -566,6 +569,7 @@ def test_an_endpoint_that_is_no_hub_is_told_apart_from_a_missing_repo(
     assert "was not found" not in failed.stderr and "trusted" not in failed.stderr
 
 
+@pytest.mark.slow
 def test_a_retry_message_says_which_part_of_the_budget_ran_out(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):
@@ -582,6 +586,7 @@ def test_a_retry_message_says_which_part_of_the_budget_ran_out(
     assert "attempt(s)" not in failed.stderr and "retries and 15 s of waiting is spent" not in failed.stderr
 
 
+@pytest.mark.slow
 def test_only_sync_points_to_its_offline_mode_when_the_hub_is_unreachable(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):

@@ -514,6 +514,7 @@ def run_client(server: HubServer, cache: Path, code: str) -> Any:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @needs_this_machine
 def test_e2e_get_kernel_then_branch_moves(tmp_path: Path) -> None:
@@ -536,6 +537,7 @@ def test_e2e_get_kernel_then_branch_moves(tmp_path: Path) -> None:
         assert server.log.count(contains="/api/kernels/kernels-community/flash-attn2/refs") >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @needs_this_machine
 def test_e2e_catalog_through_kernels(catalog: Catalog, hub: HubServer, tmp_path: Path) -> None:
@@ -602,6 +604,7 @@ def test_e2e_catalog_through_kernels(catalog: Catalog, hub: HubServer, tmp_path:
     assert hub.log.count(contains="/api/organizations/someone/overview") >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @needs_this_machine
 def test_e2e_transformers_llama_uses_the_hub_kernel(catalog: Catalog, hub: HubServer, tmp_path: Path) -> None:

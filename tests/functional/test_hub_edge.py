@@ -329,6 +329,7 @@ def _relock_asks_tree_and_metadata_once(project: Path, user_env: dict[str, str],
     assert hub.log.count(contains="/tree/") == 1 and hub.log.count(contains="metadata.json") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_an_answer_cache_that_cannot_be_written_costs_requests_not_the_lock(
     hub: HubServer, user_env: dict[str, str], project: Path

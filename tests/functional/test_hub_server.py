@@ -683,6 +683,7 @@ def test_cli_prints_a_url_that_answers(world: World) -> None:
         assert proc.wait(timeout=10) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_testing_hub_example_passes_under_pytest(tmp_path: Path) -> None:
     """docs/testing-hub.md's example is what a user copies into their CI: as written, it passes under pytest."""

@@ -246,6 +246,7 @@ def test_a_command_that_fetches_imports_the_network_stack(user_env: dict[str, st
     assert "torch" not in modules
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
     """The CLI reads torch/version.py instead of importing torch; both paths must name the same environment."""

@@ -68,6 +68,7 @@ def child(code: str, env: dict[str, str], cwd: Path) -> dict:
 # -- the kernels library's lock: never clobbered, then imported ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_json_lock_is_never_clobbered_and_import_keeps_its_commits_for_offline_training(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):
@@ -209,6 +210,7 @@ def test_import_refuses_a_kernels_table_naming_a_repo_twice(
     assert (project / "pyproject.toml").read_text() == text and not (project / "kernels.lock").exists()
 
 
+@pytest.mark.slow
 def test_import_resumes_after_an_interruption_left_the_moved_copy(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):
@@ -241,6 +243,7 @@ def load(repo):
 '''
 
 
+@pytest.mark.slow
 def test_exported_lock_loads_through_load_kernel_and_get_locked_kernel(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path, tmp_path: Path
 ):
@@ -328,6 +331,7 @@ def outdated(project: Path, env: dict[str, str]) -> dict:
     return {row["repo"]: row for row in report["kernels"]} | {"upgrade": report["upgrade"]}
 
 
+@pytest.mark.slow
 def test_outdated_before_and_after_a_branch_moves_and_a_new_version_appears(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):

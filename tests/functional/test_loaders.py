@@ -157,6 +157,7 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
     assert calls["silu_and_mul"] == 2  # the kernelized layer and the FuncRepository function both ran
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @GATED
 def test_transformers_trains_through_the_locked_build(runtime: Runtime):
@@ -251,6 +252,7 @@ def _with_kernels(rt: Runtime, site: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), rt.env.get("PYTHONPATH")]))}
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("what", [what for what, _ in RENAMED.get(GENERATION or "", [])])
 def test_an_unknown_loader_falls_back_to_local_kernels_with_one_line_of_warning(
@@ -341,6 +343,7 @@ def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime
     assert len(lines) == 1 and "seams failed: RuntimeError: boom" in lines[0], child.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_hook_adds_no_error_of_its_own_to_a_call_it_cannot_read(runtime: Runtime):
     """A call the original refuses is refused by the original, with the same error, activated or not."""
@@ -389,6 +392,7 @@ def _new_keyword(path: Path, source: str) -> str:
     return _add_keyword(source, "variant_path = install_kernel(", "trace=[]")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_seam_that_gains_a_keyword_argument_passes_it_through(runtime: Runtime, tmp_path: Path):
     site = _edited_kernels(tmp_path, _new_keyword)

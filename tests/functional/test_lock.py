@@ -137,6 +137,7 @@ def test_revisions_by_tag_branch_commit_and_short_sha(catalog: Catalog, hub: Hub
     assert entry(read(project), catalog.flash_attn2, CPU_ENV).ref == v3
 
 
+@pytest.mark.slow
 def test_ambiguous_and_unknown_short_sha(catalog: Catalog, hub: HubServer, user_env: dict, project: Path):
     repo_id = own_repo(catalog, {"v1": [CPU_ENV]})
     repo = catalog.repo(repo_id)

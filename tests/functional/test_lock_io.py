@@ -294,6 +294,7 @@ def locked_two_ways(user_env: dict[str, str], hub: HubServer, project: Path) -> 
     return project
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_first_load_parses_only_this_environments_entries(
     locked_two_ways: Path, user_env: dict[str, str], tmp_path: Path
@@ -366,6 +367,7 @@ def test_prime_writes_nothing_for_a_lock_the_file_does_not_hold(locked_two_ways:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str, str], hub: HubServer):
     """Re-locking at another revision changes the lock's stat and content-hash: the next process reads the new

@@ -143,6 +143,7 @@ def _repair_and_load(p: Project, *removed: str) -> None:
 # -- (a) planted bytecode --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_planted_unchecked_hash_pyc_is_refused_reported_and_removed(synced: Project, tmp_path: Path):
     """An unchecked-hash .pyc is executed by CPython without looking at the source: with kernlock's marker
@@ -196,6 +197,7 @@ def _extension_module(tmp_path: Path, name: str) -> bytes:
     return out.read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("kind", ["extension", "package", "module", "symlink"])
 def test_a_file_the_lock_does_not_name_is_refused_reported_and_removed(synced: Project, tmp_path: Path, kind: str):
@@ -236,6 +238,7 @@ def test_a_file_the_lock_does_not_name_is_refused_reported_and_removed(synced: P
 # -- (c) Python writes no bytecode into the cache ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_loads_write_no_bytecode_and_compile_from_source(locked: Project):
     """Not synced: the load fetches the locked files (ensure_variant) and writes the markers; then, with bytecode
@@ -263,6 +266,7 @@ def test_loads_write_no_bytecode_and_compile_from_source(locked: Project):
 # -- (d) the receipt sees a rewrite whose mtime was put back -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_rewrite_with_restored_mtime_is_caught_by_the_receipt(synced: Project):
     p = synced
@@ -319,6 +323,7 @@ def test_a_swapped_file_with_a_forged_receipt_is_refused(synced: Project, forged
     assert "does not match kernels.lock" in p.assert_refused(p.load(), "__init__.py")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_kernlock_cache_others_can_write_keeps_no_receipts_and_loads_still_verify(locked: Project, tmp_path: Path):
     """With KERNLOCK_CACHE in a folder anyone can write, sync says that no receipts are kept and how to fix it; it
@@ -339,6 +344,7 @@ def test_a_kernlock_cache_others_can_write_keeps_no_receipts_and_loads_still_ver
 # -- (e) no symlink leads a write (or a load) out of the cache -----------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("where", ["snapshots/{commit}", "blobs", "refs", ".locks"])
 def test_a_symlink_out_of_the_cache_is_refused_and_nothing_is_written_outside(locked: Project, tmp_path: Path, where):

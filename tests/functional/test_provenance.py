@@ -139,6 +139,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"root": root, "project": project, "env": env, "out": out, "first": first, "lock": lock}
 
 
+@pytest.mark.slow
 def test_a_checkpoint_carries_the_build_it_was_trained_with(trained: dict) -> None:
     out, lock = trained["out"], trained["lock"]
     entry = lock.entry_for(FA2, CPU_ENV)

@@ -80,6 +80,7 @@ def _ranks(out: Path) -> list[dict]:
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_recorded_torchrun_locks_what_transformers_asked_then_runs_strict_with_the_hub_stopped(
     catalog: Catalog, tmp_path: Path
@@ -205,6 +206,7 @@ raise SystemExit(3)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_every_load_path_is_recorded_even_when_the_load_fails(catalog: Catalog, tmp_path: Path) -> None:
     project = tmp_path / "project"

@@ -110,6 +110,7 @@ def test_a_python_file_changed_after_signing_is_refused_at_lock_time(
     assert "LOADED" not in _plain_offline_load(repo, catalog.repo(repo).head("v1"), user_env).stdout
 
 
+@pytest.mark.slow
 def test_a_build_refused_by_sync_is_never_visible_and_stays_refused(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ) -> None:
@@ -140,6 +141,7 @@ def test_a_build_refused_by_sync_is_never_visible_and_stays_refused(
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_a_load_that_fetches_such_a_build_refuses_it_before_it_is_visible(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ) -> None:
@@ -225,6 +227,7 @@ class _Watcher(threading.Thread):
             self.looks += 1
 
 
+@pytest.mark.slow
 def test_an_interrupted_sync_never_shows_half_a_variant(
     user_env: dict[str, str], hub: HubServer, project: Path, tmp_path: Path
 ) -> None:

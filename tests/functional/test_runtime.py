@@ -86,6 +86,7 @@ def online(rt: Runtime, tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, s
 # -- transformers' attention paths, forward and backward, with the Hub stopped --------------------------------
 
 
+@pytest.mark.slow
 def test_attn_implementation_repo_loads_the_locked_build_over_transformers_default(rt: Runtime):
     """transformers asks flash-attn2 ``version=4`` here; the lock pins v2 and wins (logged at info)."""
     child = rt.run(
@@ -104,6 +105,7 @@ def test_attn_implementation_repo_loads_the_locked_build_over_transformers_defau
     assert "asked for version=4" in child.stderr and "kernels.lock pins v2" in child.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attn", [f"{FA2}@v2", f"{FA2}:flash_attn_func"])
 def test_attn_implementation_with_revision_or_function(rt: Runtime, attn: str):
     child = rt.run(f"model, result = train_llama({attn!r})\nreport(**result)")
@@ -112,6 +114,7 @@ def test_attn_implementation_with_revision_or_function(rt: Runtime, attn: str):
     assert report["q_grad"] > 0 and report["loaded"][FA2]["calls"]["flash_attn_func"] == 2
 
 
+@pytest.mark.slow
 def test_flash_attention_2_fallback_loads_the_locked_build(rt: Runtime):
     """No flash_attn package: transformers silently loads the Hub kernel; it is the locked one."""
     child = rt.run('model, result = train_llama("flash_attention_2")\nreport(**result)')
@@ -120,6 +123,7 @@ def test_flash_attention_2_fallback_loads_the_locked_build(rt: Runtime):
     assert report["q_grad"] > 0 and report["loaded"][FA2]["calls"]["flash_attn_func"] == 2
 
 
+@pytest.mark.slow
 def test_unsatisfied_revision_is_an_error_in_strict_mode(rt: Runtime):
     child = rt.run(f'train_llama("{FA2}@v3")')
     assert child.returncode != 0
@@ -128,6 +132,7 @@ def test_unsatisfied_revision_is_an_error_in_strict_mode(rt: Runtime):
     assert f"{FA2}@v3 is requested" in line and "pins" in line and f"`kernlock add {FA2}@v3`" in line
 
 
+@pytest.mark.slow
 def test_flash_attention_2_fallback_error_reaches_the_user(rt: Runtime, tmp_path: Path):
     """transformers replaces any fallback failure with "flash_attn is not installed"; kernlock's error wins."""
     lock = rt.write_lock(
@@ -148,6 +153,7 @@ def _for_environment(lock: Lock, env: str) -> Lock:
     return replace(lock, environments=(env,), kernels=kernels)
 
 
+@pytest.mark.slow
 def test_environment_not_in_the_lock_is_named_through_transformers(rt: Runtime, tmp_path: Path):
     """transformers rewraps load errors as ValueError("An error occurred ..."); the ActivationError reaches the user."""
     lock = rt.write_lock(tmp_path / "kernels.lock", _for_environment(rt.lock, OTHER_ENV))
@@ -160,6 +166,7 @@ def test_environment_not_in_the_lock_is_named_through_transformers(rt: Runtime, 
 # -- kernelize, use_kernels, lazy_load_kernel, direct loads, dependencies ------------------------------------
 
 
+@pytest.mark.slow
 def test_use_kernels_and_kernelize_layer_mappings(rt: Runtime):
     """``LayerRepository(version=N)`` mappings (transformers ``use_kernels=True``, ``kernels.kernelize``) load
     the locked builds; the model trains through the locked RMSNorm layer."""
@@ -190,6 +197,7 @@ def test_use_kernels_and_kernelize_layer_mappings(rt: Runtime):
     assert report["loaded"][ACTIVATION]["identity"]["version"] == 2  # asked version=1
 
 
+@pytest.mark.slow
 def test_lazy_load_kernel_direct_get_kernel_and_kernel_dependencies(rt: Runtime, tmp_path: Path):
     fa2 = rt.entry(FA2).commit
     child = rt.run(
@@ -221,6 +229,7 @@ def test_lazy_load_kernel_direct_get_kernel_and_kernel_dependencies(rt: Runtime,
     assert report["dependency"] == {ACTIVATION: rt.identity(ACTIVATION)}
 
 
+@pytest.mark.slow
 def test_activation_after_transformers_and_kernels_were_imported(rt: Runtime):
     child = rt.run(
         f"""
@@ -326,6 +335,7 @@ def test_not_synced_and_online_fetches_exactly_the_locked_files(rt: Runtime, onl
     assert all(r.method == "GET" for r in requests)
 
 
+@pytest.mark.slow
 def test_not_synced_and_offline_names_kernlock_sync(rt: Runtime, tmp_path: Path):
     empty = {"HF_HUB_CACHE": str(tmp_path / "empty")}
     for extra in ({"HF_HUB_OFFLINE": "1"}, {}):  # offline; online but the Hub is unreachable
@@ -371,6 +381,7 @@ def test_a_file_that_fails_verification_is_never_imported(rt: Runtime, tmp_path:
 # -- kernlock run -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kernlock_run_activates_every_python_process_and_passes_the_exit_code(rt: Runtime, tmp_path: Path):
     """No kernlock import in the program: `kernlock run` activates it, and the Python processes it starts."""
     script = tmp_path / "train.py"

@@ -410,6 +410,7 @@ def test_a_lock_version_2_is_read_and_rewritten_as_3(
 # -- offline afterwards: the end-to-end run -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_lock_stop_the_hub_then_sync_offline_and_verify_reverify_and_a_llama_trains(
     catalog: Catalog, tmp_path: Path
@@ -486,6 +487,7 @@ def test_a_bundle_carries_the_signatures_and_sync_from_verifies_them_offline(
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_signature_verified_once_is_not_verified_again_until_full_or_another_root(
     catalog: Catalog, hub: HubServer, user_env: dict, project: Path, tmp_path: Path

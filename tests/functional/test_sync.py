@@ -78,6 +78,7 @@ _LOAD_OFFLINE = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_sync_then_offline_load_with_server_stopped(catalog: Catalog, user_env: dict[str, str], project: Path):
     """The repository holds a README and ~26 other variants: only the locked variant is fetched, and the
@@ -424,6 +425,7 @@ def test_interrupted_download_resumes(user_env: dict[str, str], hub: HubServer, 
     assert syncing.check_variant(entry, variant, full=True)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_sixteen_concurrent_syncs_on_one_cache(user_env: dict[str, str], hub: HubServer, project: Path):
     lock = _lock(project, f'"{PAGED}" = "v1"\n')

@@ -80,6 +80,7 @@ def test_sync_where_flock_is_refused(shim: Path, how: str, user_env: dict[str, s
     assert again.returncode == 0 and "0 downloaded" in again.stdout, again.stdout + again.stderr
 
 
+@pytest.mark.slow
 def test_eight_concurrent_syncs_where_flock_locks_nothing(
     shim: Path, user_env: dict[str, str], hub: HubServer, project: Path
 ):
@@ -137,6 +138,7 @@ def _api_requests(hub: HubServer) -> int:
     return len([r for r in hub.log.entries if r.path.startswith(("/api/kernels/", "/api/organizations/"))])
 
 
+@pytest.mark.slow
 def test_eight_ranks_on_a_stale_lock_resolve_once(user_env: dict[str, str], hub: HubServer, project: Path):
     """pyproject.toml changed and 8 ranks run `kernlock sync` at once: the project lock lets one re-lock (as many
     Hub requests as one re-lock makes alone), one write of kernels.lock, and every rank syncs the same commits."""

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.subprocess
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
 
 
+@pytest.mark.slow
 def test_demo_runs_a_locked_training_and_an_upgrade() -> None:
     proc = subprocess.run([sys.executable, str(DEMO)], env=clean_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

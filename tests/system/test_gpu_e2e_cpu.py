@@ -49,6 +49,7 @@ def session(tmp_path: Path):
         yield script, script.Session(tmp_path, server.env()), server
 
 
+@pytest.mark.slow
 def test_when_pin_gives_the_gpu_v2_and_the_cpu_v3_and_gqa_training_works(session) -> None:
     script, user, server = session
     script.write_project(user.project, GPU_ENV, CPU_ENV, cuda="13.0")

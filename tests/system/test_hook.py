@@ -101,6 +101,7 @@ def _assert_ranks_locked(tiny: LockedProject, child, ranks: int, mode: str) -> N
     assert len({r["home"] for r in reports}) == ranks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "warn"])
 def test_run_behind_a_python_vars_launcher_honours_lock_mode_and_cache(tiny: LockedProject, tmp_path: Path, mode):
     """`kernlock run --mode M -- launcher`: ranks get PYTHONPATH and nothing else (no KERNLOCK_*, no HF_* cache
@@ -132,6 +133,7 @@ def test_run_keeps_its_sitecustomize_beside_the_lock_not_in_home(tiny: LockedPro
     assert not list(home.rglob("sitecustomize.py"))
 
 
+@pytest.mark.slow
 def test_hook_install_binds_the_environment_for_ranks_that_get_no_variable(
     tiny: LockedProject, tmp_path: Path, hooked: Path
 ):
@@ -150,6 +152,7 @@ def test_hook_install_binds_the_environment_for_ranks_that_get_no_variable(
     assert "no kernlock hook in" in run_cli_in(hooked, tiny, "hook", "status").stdout
 
 
+@pytest.mark.slow
 def test_hook_without_lockfile_strict_refuses_an_unlocked_repo_on_every_rank(
     tiny: LockedProject, tmp_path: Path, hooked: Path
 ):

@@ -211,6 +211,7 @@ def _bind_by_hand(tiny: LockedProject, python: Path, lockfile: Path, command: tu
     return binding
 
 
+@pytest.mark.slow
 def test_another_hosts_binding_binds_while_its_heartbeat_is_fresh(tiny: LockedProject, moved, python, tmp_path):
     """A run on another node that shares the environment: its binding binds while the run touches it (heartbeat),
     and nothing once it has not for runs.STALE_AFTER seconds (a run there that was killed)."""
@@ -273,6 +274,7 @@ def test_two_runs_of_different_locks_in_one_environment_do_not_mix(tiny: LockedP
     assert _bindings(python) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", [*LAUNCHERS, "python (passes the environment)"])
 def test_where_the_environment_cannot_be_bound_a_clearing_launcher_is_refused(
     tiny: LockedProject, moved, python: Path, tmp_path, launcher

@@ -61,6 +61,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["spawn", "forkserver", "torch"])
 def test_activate_under_main_guard_reaches_every_spawned_child(tiny: LockedProject, tmp_path: Path, method: str):
     script = tmp_path / "train.py"

@@ -57,6 +57,7 @@ def hook_source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Pa
     return src, source_repo(src), tmp_path_factory.mktemp("pre-commit-home")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_pre_commit_hook_passes_on_a_fresh_lock_and_fails_naming_the_fix(
     hook_source: tuple[Path, str, Path], catalog: Catalog, hub: HubServer, user_env: dict[str, str], tmp_path: Path
@@ -114,6 +115,7 @@ def uv_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     yield env
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_uv_tool_install_and_uvx_lock_a_project_without_kernels(
     uv_env: dict[str, str], catalog: Catalog, hub: HubServer, tmp_path: Path

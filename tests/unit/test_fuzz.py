@@ -262,6 +262,7 @@ def refused(err: KernlockError, *kinds: type[KernlockError]) -> None:
 # -- kernels.lock ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1_250)
 @given(valid_locks())
 @example(Lock(requires_hash="sha256:" + "0" * 64, environments=(), kernels=()))  # a project without kernels
@@ -290,6 +291,7 @@ def mutated_lock_batches(draw: st.DrawFn, size: int) -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1_100)
 @given(mutated_lock_batches(size=8))
 # Found by this test: tomllib recursed into a RecursionError on deeply nested arrays (loads now says LockError).
@@ -328,6 +330,7 @@ def check_lock_text(text: str) -> None:
 any_text = st.lists(mostly(st.characters(), st.characters(categories=["Cs"]), 20), min_size=1, max_size=12).map("".join)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=300)
 @given(st.lists(any_text, min_size=10, max_size=10))
 # Found by this test: a lone surrogate (which a JSON answer of the Hub can hold) passed check_path, and dumps() then
@@ -598,6 +601,7 @@ def check_pyproject(text: str, addition: tuple[str, str, bool]) -> None:
         assert removed.requirements == others and removed.environments == loaded.environments
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1_000)
 @given(st.lists(st.tuples(generated_pyprojects(), additions), min_size=5, max_size=5))
 # Found by this test (each fixed in kernlock/project/inputs.py or environment.py):
@@ -682,6 +686,7 @@ def mutated_pyprojects(draw: st.DrawFn, size: int) -> list[tuple[str, tuple[str,
     ]
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1_000)
 @given(mutated_pyprojects(size=5))
 # Found by this test: `remove_requirements(project, ["a/b", "a/b"])` raised tomlkit's KeyError (now each repo is
@@ -738,6 +743,7 @@ def _near_specs(draw: st.DrawFn) -> str:
 near_specs = _near_specs()
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1_000)
 @given(st.lists(mostly(near_specs, st.text(), 3), min_size=10, max_size=10))
 def test_spec_parser(texts: list[str]):
@@ -829,6 +835,7 @@ def _mutated_environments(draw: st.DrawFn) -> str:
 mutated_environments = _mutated_environments()
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1_000)
 @given(st.lists(mostly(mutated_environments, st.text(), 3), min_size=10, max_size=10))
 # Found by this test: int() of a 4302-digit run in the did-you-mean code raised ValueError (variants.py now gives
