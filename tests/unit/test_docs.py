@@ -116,3 +116,19 @@ def test_supported_generations_module_is_generated_from_the_matrix() -> None:
         "kernlock/generations/supported.py disagrees with tests/compat/matrix.toml: "
         "run `python scripts/supported_versions.py`"
     )
+
+
+def test_architecture_names_every_module_of_each_package() -> None:
+    """docs/architecture.md's table is where a newcomer looks a module up: each package's row names all of them."""
+    rows = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
+        found = re.match(r"\| `([a-z_]+)/` \|.*\| (.*) \|$", line)
+        if found:
+            rows[found.group(1)] = set(re.findall(r"`([a-z_0-9]+)/?`", found.group(2)))
+    packages = sorted(p.name for p in (ROOT / "kernlock").iterdir() if (p / "__init__.py").is_file())
+    assert sorted(rows) == packages
+    for package, named in rows.items():
+        folder = ROOT / "kernlock" / package
+        modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        assert modules <= named, f"docs/architecture.md, {package}/: name {sorted(modules - named)}"
