@@ -22,8 +22,11 @@ matrix=$!
 trap 'kill -- -$matrix 2>/dev/null || kill $matrix 2>/dev/null || true; rm -f "$log"' EXIT
 status=0
 # The suite on every core (pytest-xdist), each test file whole in one worker, in its order (test_fuzz's budget check
-# and the module-scoped fixtures expect that); the matrix shares the cores for its first minutes.
-.venv/bin/python -m pytest -q -n auto --dist loadfile || status=$?
+# and the module-scoped fixtures expect that); the matrix shares the cores for its first minutes. Then, one at a
+# time, the tests marked binds: a `kernlock run` binds this Python environment while it lasts, so a test beside it
+# in another worker would load under its lock (tests/conftest.py checks the marker).
+.venv/bin/python -m pytest -q -n auto --dist loadfile -m "not binds" || status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider -m binds || status=$?
 matrix_status=0
 wait $matrix || matrix_status=$?
 echo "== compatibility matrix (run beside the main suite, scripts/matrix.sh) =="

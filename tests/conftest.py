@@ -17,6 +17,10 @@ Markers (pyproject.toml registers them; README, Developing, says how to pick tes
   the time. Checked as the tests run: a test without the marker that starts such a process fails at teardown,
   naming it, so ``-m "not subprocess"`` starts none.
 - ``slow``: takes more than about 5 s on a 2-core machine (with the fixtures it alone uses).
+- ``binds``: starts `kernlock run` with this interpreter. While that run lasts it binds this Python environment,
+  every process of it (docs/clusters.md): a test running beside it in another pytest-xdist worker would load under
+  its lock. scripts/test.sh runs these tests after the others, one at a time. Checked as the tests run: a test that
+  starts such a run without the marker fails at teardown.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ PROCESSES = ProcessLog()  # what the running test started (processes.ProcessLog:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     PROCESSES.names = []  # from the setup of the test's first fixture on
+    PROCESSES.binds = False
     try:
         return (yield)
     finally:
@@ -53,6 +58,12 @@ def _processes_need_the_subprocess_marker(request: pytest.FixtureRequest) -> Ite
         pytest.fail(
             f"started {names} without the subprocess marker: mark the test (or its module) "
             "@pytest.mark.subprocess (tests/conftest.py says which tests get it)",
+            pytrace=False,
+        )
+    if PROCESSES.binds and request.node.get_closest_marker("binds") is None:
+        pytest.fail(
+            "started `kernlock run` with this interpreter without the binds marker: mark the test "
+            "@pytest.mark.binds (tests/conftest.py says why)",
             pytrace=False,
         )
 

@@ -21,6 +21,9 @@ class ProcessLog:
 
     def __init__(self) -> None:
         self.names: list[str] | None = None
+        #: Whether it started `kernlock run` with this interpreter: that run binds this Python environment, every
+        #: process of it, while it lasts (the ``binds`` marker, tests/conftest.py).
+        self.binds = False
         sys.addaudithook(self._audit)  # for the rest of the process: audit hooks cannot be removed
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
@@ -31,6 +34,7 @@ class ProcessLog:
 
         if event == "subprocess.Popen":  # (executable, args, cwd, env)
             argv = args[1]
+            self.binds = self.binds or binds_this_environment(argv)
             program = args[0] or (
                 argv if isinstance(argv, (str, bytes)) or not hasattr(argv, "__getitem__") else argv[0]
             )
@@ -43,6 +47,28 @@ class ProcessLog:
         name = basename(fsdecode(program))
         if name != "git":
             self.names.append(name)
+
+
+def binds_this_environment(argv: Any) -> bool:
+    """Whether ``argv`` is `kernlock run` by this interpreter (``python -m kernlock run``, or the console script
+    beside it): such a run binds this Python environment's site-packages (kernlock.commands.runbind)."""
+    from os import fsdecode
+    from os.path import abspath, dirname, join
+
+    if isinstance(argv, (str, bytes)) or not hasattr(argv, "__iter__"):
+        return False
+    words = [fsdecode(word) for word in argv]
+    if not words:
+        return False
+    here = abspath(sys.executable)
+    if abspath(words[0]) == here and words[1:3] == ["-m", "kernlock"]:
+        rest = words[3:]
+    elif abspath(words[0]) == join(dirname(here), "kernlock"):
+        rest = words[1:]
+    else:
+        return False
+    commands = [word for word in rest if not word.startswith("-")]
+    return bool(commands) and commands[0] == "run"
 
 
 # First, before anything else in a child: record every socket the process connects.

@@ -496,6 +496,7 @@ def test_sync_from_a_bundle_says_installed_from(
     assert "downloaded" not in done.stdout
 
 
+@pytest.mark.binds
 def test_kernlock_run_says_once_that_the_lock_is_active_and_quiet_silences_it(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
 ):

@@ -52,6 +52,7 @@ LOADS = {
 }
 
 
+@pytest.mark.binds
 @pytest.mark.parametrize("load", sorted(LOADS))
 def test_an_unlocked_kernel_under_kernlock_run_is_one_line(tiny: LockedProject, tmp_path: Path, load: str):
     """Strict mode, no kernlock import in the program: the `kernlock run` line, then the one error line."""
@@ -61,6 +62,7 @@ def test_an_unlocked_kernel_under_kernlock_run_is_one_line(tiny: LockedProject, 
     assert [text for text in child.stderr.splitlines() if text.strip()][-2:][0].startswith("kernlock: "), line
 
 
+@pytest.mark.binds
 @pytest.mark.parametrize(
     ("argv", "env"),
     [

@@ -114,6 +114,7 @@ def test_sync_refused_an_edited_lock_and_moved_no_pin(locked: Locked, project: P
     assert not (Path(user_env["HF_HUB_CACHE"])).exists() or not any(Path(user_env["HF_HUB_CACHE"]).rglob("*.py"))
 
 
+@pytest.mark.binds
 def test_every_command_that_reads_the_lock_refuses_it(
     locked: Locked, project: Path, user_env: dict[str, str], hub: HubServer, tmp_path: Path
 ):

@@ -80,6 +80,7 @@ def _ranks(out: Path) -> list[dict]:
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_recorded_torchrun_locks_what_transformers_asked_then_runs_strict_with_the_hub_stopped(
@@ -135,6 +136,7 @@ def test_recorded_torchrun_locks_what_transformers_asked_then_runs_strict_with_t
         assert rank["loaded"] == pins
 
 
+@pytest.mark.binds
 @pytest.mark.subprocess
 def test_strict_error_names_the_revision_asked_and_run_record(catalog: Catalog, tmp_path: Path) -> None:
     """transformers asks flash-attn2 for version=4: the fix offered is `kernlock add ...@v4`, and run --record."""
@@ -206,6 +208,7 @@ raise SystemExit(3)
 """
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_every_load_path_is_recorded_even_when_the_load_fails(catalog: Catalog, tmp_path: Path) -> None:
@@ -243,6 +246,7 @@ def test_every_load_path_is_recorded_even_when_the_load_fails(catalog: Catalog, 
     assert (pyproject.read_text(), (project / "kernels.lock").read_text()) == before  # --dry-run changes nothing
 
 
+@pytest.mark.binds
 @pytest.mark.subprocess
 def test_no_lock_edits_pyproject_only(catalog: Catalog, tmp_path: Path) -> None:
     project = tmp_path / "project"
@@ -260,6 +264,7 @@ def test_no_lock_edits_pyproject_only(catalog: Catalog, tmp_path: Path) -> None:
     assert lockfile.read(project / "kernels.lock").kernels == ()  # the empty lock the record run needed
 
 
+@pytest.mark.binds
 @pytest.mark.subprocess
 def test_a_record_folder_outside_the_cache_is_never_written(catalog: Catalog, tmp_path: Path, sentinel: Path) -> None:
     """KERNLOCK_RECORD is read by every process: pointed anywhere but a record folder under kernlock's cache, it

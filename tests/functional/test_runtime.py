@@ -381,6 +381,7 @@ def test_a_file_that_fails_verification_is_never_imported(rt: Runtime, tmp_path:
 # -- kernlock run -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 def test_kernlock_run_activates_every_python_process_and_passes_the_exit_code(rt: Runtime, tmp_path: Path):
     """No kernlock import in the program: `kernlock run` activates it, and the Python processes it starts."""
@@ -408,6 +409,7 @@ def test_kernlock_run_activates_every_python_process_and_passes_the_exit_code(rt
     assert json.loads(report["grandchild"]) == rt.identity(ACTIVATION), report["grandchild_err"]
 
 
+@pytest.mark.binds
 def test_kernlock_run_checks_the_lock_before_starting(rt: Runtime, tmp_path: Path):
     child = rt.run_argv(
         [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", "print('ran')"], cwd=tmp_path
@@ -417,6 +419,7 @@ def test_kernlock_run_checks_the_lock_before_starting(rt: Runtime, tmp_path: Pat
     assert "`kernlock lock`" in child.stderr
 
 
+@pytest.mark.binds
 def test_kernlock_run_refuses_a_cache_others_can_write(rt: Runtime, tmp_path: Path):
     """`kernlock run` puts a sitecustomize.py on the program's path: beside the lock when that folder is the user's
     alone, else in kernlock's cache. Where both can be written by others, someone else could swap it for their code,

@@ -42,6 +42,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LockedProje
         yield tiny, mirror
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 def test_64_clients_on_2_nodes_end_with_the_locked_build_from_the_mirror(site, tmp_path: Path):
     tiny, mirror = site

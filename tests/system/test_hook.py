@@ -101,6 +101,7 @@ def _assert_ranks_locked(tiny: LockedProject, child, ranks: int, mode: str) -> N
     assert len({r["home"] for r in reports}) == ranks
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "warn"])
 def test_run_behind_a_python_vars_launcher_honours_lock_mode_and_cache(tiny: LockedProject, tmp_path: Path, mode):
@@ -111,6 +112,7 @@ def test_run_behind_a_python_vars_launcher_honours_lock_mode_and_cache(tiny: Loc
     _assert_ranks_locked(tiny, child, 2, mode)
 
 
+@pytest.mark.binds
 def test_run_keeps_its_sitecustomize_beside_the_lock_not_in_home(tiny: LockedProject, tmp_path: Path):
     """The sitecustomize is on the job's filesystem (beside the lock), ignored by git, and none is under HOME."""
     home = tmp_path / "login-home"

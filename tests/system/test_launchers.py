@@ -119,6 +119,7 @@ def _hub_connects(report: dict, endpoint: str) -> list[str]:
     return [c for c in report["connects"] if str(address.port) in c]
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
@@ -138,6 +139,7 @@ def test_every_rank_trains_on_the_locked_build_with_the_hub_stopped(tiny: Locked
     assert len({round(r["checksum"], 9) for r in reports}) == 1, "DDP kept every rank's weights equal"
 
 
+@pytest.mark.binds
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_plain_torchrun_loads_the_moved_branch_and_kernlock_run_the_locked_build(tiny: LockedProject, tmp_path: Path):
