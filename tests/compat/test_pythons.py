@@ -129,6 +129,7 @@ def test_serve_with_gunicorn_and_a_node_syncs_from_it(site: Site, tmp_path: Path
     assert "serving 2 kernels" in server.output()
 
 
+@pytest.mark.binds  # `kernlock run` by this set's interpreter binds its environment while it runs
 def test_run_activates_the_lock_in_the_child(site: Site) -> None:
     code = "from kernlock.runtime import state as activated; print(activated.settings().lockfile)"
     done = _ok(site.cli("run", "--", sys.executable, "-c", code, env=site.offline))
