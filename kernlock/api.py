@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
     from kernlock.commands.reports import env_report, outdated
     from kernlock.commands.show import ShowResult, show
     from kernlock.commands.sync import NotSynced, not_synced_here, sync, sync_after_add
+    from kernlock.commands.unchanged import Synced, lock_is_current, synced
     from kernlock.commands.verify import verify
     from kernlock.project.inputs import Upgrade
 
@@ -49,6 +50,9 @@ _HOMES = {
     "show": "commands.show",
     "sync": "commands.sync",
     "sync_after_add": "commands.sync",
+    "Synced": "commands.unchanged",
+    "lock_is_current": "commands.unchanged",
+    "synced": "commands.unchanged",
     "verify": "commands.verify",
     "env_report": "commands.reports",
     "outdated": "commands.reports",
@@ -68,6 +72,7 @@ __all__ = [
     "LockResult",
     "NotSynced",
     "ShowResult",
+    "Synced",
     "Upgrade",
     "add",
     "add_from",
@@ -76,6 +81,7 @@ __all__ = [
     "export",
     "import_kernels",
     "lock",
+    "lock_is_current",
     "mirror_app",
     "not_synced_here",
     "outdated",
@@ -87,6 +93,7 @@ __all__ = [
     "sync",
     "sync_after_add",
     "sync_from",
+    "synced",
     "target_environments",
     "verify",
 ]

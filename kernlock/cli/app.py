@@ -175,19 +175,18 @@ def lock(
     """
     from kernlock import api
     from kernlock.cli import output as cli_output
-    from kernlock.project.inputs import Upgrade
 
     if check and (upgrade or upgrade_kernels or dry_run or then_sync):
         raise click.UsageError("--check cannot be combined with --upgrade / --upgrade-kernel / --dry-run / --sync.")
     if dry_run and then_sync:
         raise click.UsageError("--dry-run writes nothing to sync: drop --sync.")
     cli_output.warn_gate()
-    result = api.lock(
-        project_dir, Upgrade(all=upgrade, kernels=frozenset(upgrade_kernels)), check=check, dry_run=dry_run
-    )
     if check:
+        if not api.lock_is_current(project_dir):  # else an identical check passed and nothing it read changed
+            api.lock(project_dir, check=True)
         click.echo("kernels.lock is up to date")
         return
+    result = api.lock(project_dir, api.Upgrade(all=upgrade, kernels=frozenset(upgrade_kernels)), dry_run=dry_run)
     cli_output.print_lock(result, dry_run)
     if then_sync:
         cli_output.print_sync_after_add(api.sync_after_add(result.lock, root=project_dir))
@@ -273,6 +272,11 @@ def sync(
             raise click.UsageError("--from installs kernels.lock as it is: drop --locked, --frozen and --offline.")
         cli_output.print_sync(api.sync_from(project_dir, from_bundle, all_environments=all_environments))
         return
+    if not (all_environments or offline):  # an identical sync found everything in place and nothing changed since
+        found = api.synced(project_dir, frozen=frozen)
+        if found is not None:
+            cli_output.print_synced(found)
+            return
     report = api.sync(project_dir, all_environments=all_environments, locked=locked, frozen=frozen, offline=offline)
     cli_output.print_sync(report)
 

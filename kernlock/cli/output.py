@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kernlock.commands.airgap import BundleResult
     from kernlock.commands.lock import AddResult, LockResult
     from kernlock.commands.sync import NotSynced
+    from kernlock.commands.unchanged import Synced
     from kernlock.resolve.interop import ImportResult
     from kernlock.resolve.outdated import Report
     from kernlock.resolve.repair import Repair
@@ -36,6 +37,7 @@ __all__ = [
     "print_show",
     "print_sync",
     "print_sync_after_add",
+    "print_synced",
     "print_verify",
     "warn_gate",
 ]
@@ -163,11 +165,23 @@ def _coverage(row: dict[str, Any]) -> str:
     return "covered" if row["covered"] else "n/a" if row["how"].startswith("not supported") else "NOT covered"
 
 
+def print_synced(found: Synced, mode: str | None = None) -> None:
+    """A sync's summary line; ``mode`` says what it did (None: it found every file in place, as one answered from
+    memory does: :mod:`kernlock.commands.unchanged`)."""
+    interrupt.finish()
+    mode = mode or f"0 downloaded, {found.variants} already verified"
+    click.echo(
+        f"synced {count(found.variants, 'variant')} of {count(found.kernels, 'kernel')} for "
+        f"{', '.join(found.environments)} into {found.cache} ({mode})"
+    )
+
+
 def print_sync(report: SyncReport | NotSynced) -> None:
     """Print a kernlock.sync.engine.SyncReport: what was downloaded or repaired, and a one-line summary (or the one
     line that says why nothing was synced here). The sync is done: an interrupt from here on no longer turns it into
     a failure (:func:`interrupt.finish`)."""
     from kernlock.commands.sync import NotSynced  # imported already: the command that made ``report`` did
+    from kernlock.commands.unchanged import Synced
 
     interrupt.finish()
     if report.relocked:
@@ -197,10 +211,8 @@ def print_sync(report: SyncReport | NotSynced) -> None:
         mode = f"{fetched} installed from {report.source}, {present} already verified"
     else:
         mode = f"{fetched} downloaded, {present} already verified"
-    click.echo(
-        f"synced {count(len(report.variants), 'variant')} of {count(len(report.kernels), 'kernel')} for "
-        f"{', '.join(report.environments)} into {report.cache} ({mode})"
-    )
+    variants, kernels, cache = len(report.variants), len(report.kernels), str(report.cache)
+    print_synced(Synced(variants=variants, kernels=kernels, environments=report.environments, cache=cache), mode)
     if report.receipts_refused is not None:
         click.secho(
             f"note: no receipts are kept in {report.receipts_refused}: it cannot be made, or it is not yours alone "

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernlock.commands import unchanged
 from kernlock.environments.environment import Environment, detect
 from kernlock.errors import (
     DamagedLockError,
@@ -141,8 +142,12 @@ def lock(
     ``dry_run``: resolve as `lock` would, but write nothing (``written`` then says whether it would write).
     """
     interrupt.reset()
-    project = projects.load(projects.locate(root))
-    return lock_project(project, upgrade or Upgrade(), check=check, hub=hub, dry_run=dry_run)
+    where = projects.locate(root)
+    files = unchanged.project_files(where) if check else {}
+    result = lock_project(projects.load(where), upgrade or Upgrade(), check=check, hub=hub, dry_run=dry_run)
+    if check:
+        unchanged.remember_lock_check(where, files)  # the next check of the same files answers from this
+    return result
 
 
 def lock_project(

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernlock.commands.lock import read_lock, stale_reason, target_environments
-from kernlock.commands.sync import NO_TORCH
-from kernlock.environments.environment import detect
-from kernlock.errors import KernlockError, NoEnvironmentError
-from kernlock.lock import document
-from kernlock.lock.model import Signature
-from kernlock.project import inputs as projects
+from kernlock.commands import unchanged
+from kernlock.project.location import locate
+
+if TYPE_CHECKING:
+    from kernlock.lock.model import Signature
 
 __all__ = ["ShowResult", "show"]
 
 
 def _signer(signature: Signature | str | None) -> str | None:
     """Who signed, in a few words: ``owner/repo workflow.yaml@ref``, ``"unsigned"``, or None (not recorded)."""
+    from kernlock.lock.model import Signature
+
     if not isinstance(signature, Signature):
         return signature
     workflow = signature.signer.split("/.github/workflows/", 1)[-1]
@@ -38,10 +38,32 @@ class ShowResult:
 
 def show(root: Path | None = None) -> ShowResult:
     """One row per lock entry: kernel, requested, resolved ref, commit, this environment's variant, synced; and
-    whether the lock is stale."""
+    whether the lock is stale. Answered from memory while nothing it read has changed (:mod:`.unchanged`)."""
+    where = locate(root)
+    kept = unchanged.shown(where)
+    if kept is not None:
+        try:
+            return ShowResult(**kept)
+        except TypeError:
+            pass  # remembered by another kernlock: derived again
+    files = unchanged.project_files(where)
+    result = _show(where, files)
+    unchanged.remember_show(where, files, asdict(result))
+    return result
+
+
+def _show(where: Path, files: dict[str, Any]) -> ShowResult:
+    """The rows, from the lock; adds to ``files`` the identity of every cache path it checks, before checking."""
+    # The lock model, TOML and this machine's detection only here, when the answer is not remembered.
+    from kernlock.commands.lock import read_lock, stale_reason, target_environments
+    from kernlock.commands.sync import NO_TORCH
+    from kernlock.environments.environment import detect
+    from kernlock.errors import KernlockError, NoEnvironmentError
+    from kernlock.lock import document
+    from kernlock.project import inputs as projects
     from kernlock.sync import cache, integrity
 
-    project = projects.load(projects.locate(root))
+    project = projects.load(where)
     lock = read_lock(project)
     try:
         stale = stale_reason(project, lock, target_environments(project))
@@ -59,9 +81,10 @@ def show(root: Path | None = None) -> ShowResult:
             f"this machine ({env}) is not an environment of kernels.lock; add it to `environments` in [tool.kernlock] "
             "and run `kernlock lock`"
         )
+    variants = [(kernel, kernel.variant_for(env) if env else None) for kernel in lock.kernels]
+    files.update(unchanged.variant_files([(k, v) for k, v in variants if v is not None], cache.cache_dir()))
     rows = []
-    for kernel in lock.kernels:
-        variant = kernel.variant_for(env) if env else None
+    for kernel, variant in variants:
         rows.append(
             {
                 **document.entry_view(kernel),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernlock.commands import unchanged
 from kernlock.commands.lock import LockResult, lock_project, read_lock
 from kernlock.environments.environment import detect
 from kernlock.errors import DamagedLockError, KernlockError, LockError, NoEnvironmentError, UnreachableError
@@ -96,7 +97,10 @@ def sync(
         raise LockError("--locked and --frozen cannot be combined: --locked checks kernels.lock, --frozen trusts it.")
     interrupt.reset()
     offline = offline or hfenv.offline()
-    project = projects.load(projects.locate(root))
+    where = projects.locate(root)
+    remembered = not offline and not all_environments  # what `unchanged.synced` answers for
+    files = unchanged.project_files(where) if remembered else {}
+    project = projects.load(where)
     trusted_root = project.signatures.trusted_root_path(project.root)
     try:
         result = _lock_for_sync(project, locked, frozen, offline, hub)
@@ -104,6 +108,8 @@ def sync(
             environments = list(result.lock.environments) if all_environments else [this_environment(result.lock)]
         except NoEnvironmentError:  # a machine that only locks: the lock was checked (or re-locked), nothing to fetch
             return NotSynced(why=NO_TORCH, no_torch=True, relocked=result.reason if result.written else None)
+        if remembered:
+            files.update(unchanged.sync_files(result.lock, environments, syncing.cache_dir()))
         report = syncing.sync(
             result.lock, environments, hub=hub, offline=offline, progress=progress, trusted_root=trusted_root
         )
@@ -112,6 +118,15 @@ def sync(
             f"{err} What is already synced still loads: `kernlock sync --offline --frozen` checks it with no network."
         ) from err
     lockindex.prime(project.lockfile, result.lock, environments)  # the first process after this reads no lock
+    quiet = not result.written and report.receipts_refused is None
+    if remembered and quiet and all(v.status == "present" for v in report.variants):  # nothing fetched or repaired
+        found = unchanged.Synced(
+            variants=len(report.variants),
+            kernels=len(report.kernels),
+            environments=report.environments,
+            cache=str(report.cache),
+        )
+        unchanged.remember_sync(where, frozen, files, found)
     return replace(report, relocked=result.reason if result.written else None)
 
 

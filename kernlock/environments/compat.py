@@ -10,6 +10,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from kernlock.generations import supported
+from kernlock.util import memo
 
 __all__ = [
     "FIRST_KERNEL_REPO_LOADER",
@@ -66,15 +67,22 @@ def legacy_loader() -> str | None:
 
 
 def installed(name: str) -> str | None:
-    """The installed version of distribution ``name`` (the first on ``sys.path``), or None. ``importlib.metadata``
-    is imported here, on first use: its imports (email, zipfile, csv) cost ~15 ms, which only the commands that
-    read installed versions pay (`kernlock env`, the detection of this machine's facts)."""
+    """The installed version of distribution ``name`` (the first on ``sys.path``), or None. Read with
+    ``importlib.metadata`` (its imports, email, zipfile and csv, cost ~15 ms) and remembered against the
+    ``sys.path`` folders (:mod:`kernlock.util.memo`): an install or uninstall in any of them reads it again."""
+    kept = memo.recall("installed", [name])
+    if isinstance(kept, dict) and "version" in kept:
+        remembered = kept["version"]
+        return remembered if isinstance(remembered, str) else None
+    folders = memo.identities(memo.installed())
     import importlib.metadata
 
     try:
-        return importlib.metadata.version(name)
+        version: str | None = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-        return None
+        version = None
+    memo.remember("installed", [name], folders, {"version": version})
+    return version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

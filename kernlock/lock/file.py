@@ -33,6 +33,7 @@ from kernlock.lock.schema import (
     present_in,
 )
 from kernlock.util.atomic import write_text_atomic
+from kernlock.util.names import LOCK_NAME
 from kernlock.util.wording import noun
 
 __all__ = [
@@ -53,8 +54,6 @@ __all__ = [
     "read_text",
     "write",
 ]
-
-LOCK_NAME = "kernels.lock"
 
 
 def entry_from_table(data: Any, where: str) -> LockedKernel:

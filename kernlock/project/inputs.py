@@ -25,6 +25,7 @@ from kernlock.lock import interop
 from kernlock.lock.file import LOCK_NAME
 from kernlock.project import signatures as sigpolicy
 from kernlock.project.conditions import Condition
+from kernlock.project.location import PYPROJECT, find_root, locate
 from kernlock.project.signatures import SignaturePolicy
 from kernlock.util import names
 from kernlock.util.digest import sha256_hex
@@ -47,8 +48,6 @@ __all__ = [
 ]
 
 
-PYPROJECT = "pyproject.toml"
-_VCS = (".git", ".hg", ".svn")
 #: The keys of [tool.kernlock], in the order its unknown-key message lists them.
 _TABLE_KEYS = ("environments", "kernels", "signatures", "provenance")
 
@@ -163,31 +162,6 @@ class Project:
             data["signatures"] = self.signatures.as_data()
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + sha256_hex(blob)
-
-
-def find_root(start: Path | str | None = None) -> Path | None:
-    """The nearest folder from ``start`` (default: the current one) upward that holds a pyproject.toml,
-    stopping at a version-control root (``.git``, ``.hg``, ``.svn``) or the filesystem root; None if none."""
-    folder = Path(start or Path.cwd()).resolve()
-    while True:
-        if (folder / PYPROJECT).is_file():
-            return folder
-        if any((folder / vcs).exists() for vcs in _VCS) or folder.parent == folder:
-            return None
-        folder = folder.parent
-
-
-def locate(root: Path | str | None) -> Path:
-    """``root`` when given (``--project``), else the nearest enclosing project; ProjectError when there is none."""
-    if root is not None:
-        return Path(root).resolve()
-    found = find_root()
-    if found is None:
-        raise ProjectError(
-            f"no pyproject.toml in {Path.cwd()} or any parent folder (up to the repository root); run the command "
-            "in your project, pass --project DIR, or create one with `kernlock add org/name`."
-        )
-    return found
 
 
 def load(root: Path | str) -> Project:

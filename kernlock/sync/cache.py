@@ -25,6 +25,7 @@ its folder instead of re-hashing it. This module imports no network stack: the r
 from __future__ import annotations
 
 import functools
+import importlib.machinery
 import json
 import os
 import stat
@@ -39,17 +40,24 @@ from kernlock.util.atomic import unwritable, write_bytes_atomic
 from kernlock.util.digest import sha256_hex
 
 __all__ = [
+    "FILE",
+    "FOLDER",
+    "MARKER",
     "RECEIPTS",
     "RECEIPT_VERSION",
     "blob_path",
     "cache_dir",
+    "evidence",
     "file_hash",
     "in_variant",
+    "layout",
     "link_target",
+    "markers",
     "read_receipt",
     "receipt_path",
     "receipts_folder",
     "receipts_kept",
+    "ref_file",
     "refusal_path",
     "repo_folder",
     "stat_key",
@@ -59,6 +67,10 @@ __all__ = [
     "variant_path",
     "write_receipt",
 ]
+
+#: Files Python compiles to bytecode in ``__pycache__``: a folder holding one gets kernlock's marker file.
+SOURCE_SUFFIXES = tuple(importlib.machinery.SOURCE_SUFFIXES)
+FILE, FOLDER, MARKER = "file", "folder", "marker"  # what a variant folder's layout names
 
 RECEIPT_VERSION = 2  # 2: the stat key has st_ctime_ns (older receipts are ignored: a re-hash, not a download)
 RECEIPTS = "receipts"
@@ -164,6 +176,59 @@ def blob_path(entry: LockedKernel, locked: LockedFile, cache: Path) -> Path:
 def in_variant(root: Path, path: str, cache: Path) -> Path:
     """``root/path`` for a path relative to a variant folder, proven to stay in it."""
     return under(root, *path.split("/"), cache=cache) if path else root
+
+
+def layout(variant: LockedVariant) -> dict[str, dict[str, str]]:
+    """What a synced variant folder holds: folder ("" = the variant folder) -> {name: file | folder | marker}."""
+    layout: dict[str, dict[str, str]] = {"": {}}
+    for locked in variant.files:
+        *folders, name = locked.path.split("/")
+        folder = ""
+        for part in folders:
+            layout[folder][part] = FOLDER
+            folder = f"{folder}/{part}" if folder else part
+            layout.setdefault(folder, {})
+        layout[folder][name] = FILE
+        if name.endswith(SOURCE_SUFFIXES):
+            layout[folder][names.PYCACHE] = MARKER
+    return layout
+
+
+def markers(variant: LockedVariant) -> list[str]:
+    """Paths of the ``__pycache__`` marker files, relative to the variant folder."""
+    folders = [folder for folder, entries in layout(variant).items() if MARKER in entries.values()]
+    return [f"{folder}/{names.PYCACHE}" if folder else names.PYCACHE for folder in folders]
+
+
+def evidence(entry: LockedKernel, variant: LockedVariant, cache: Path) -> list[str]:
+    """Every path whose state :func:`kernlock.sync.integrity.is_synced` reads: the cache and the folders down to
+    the variant folder, each folder in it, every locked file (its link and its blob), the markers and the receipt.
+    A write to any of them (a file added, removed, replaced or changed) changes its identity
+    (:mod:`kernlock.util.memo`); while none changes, neither does the answer."""
+    repo = os.path.join(cache, hfenv.repo_folder(entry.repo))
+    commit = os.path.join(repo, "snapshots", entry.commit)
+    root = os.path.join(commit, "build", variant.name)
+    blobs = os.path.join(repo, "blobs")
+    folders = [os.path.join(root, *folder.split("/")) for folder in layout(variant) if folder]
+    files = [os.path.join(root, *locked.path.split("/")) for locked in variant.files]
+    receipt = receipt_path(entry, variant, cache)
+    return [
+        os.fspath(cache),
+        *(repo, os.path.dirname(commit), commit, os.path.dirname(root), root, blobs),
+        *folders,
+        *files,
+        *(os.path.join(blobs, locked.digest) for locked in variant.files),
+        *(os.path.join(root, *marker.split("/")) for marker in markers(variant)),
+        *([os.fspath(receipt)] if receipt is not None else []),
+    ]
+
+
+def ref_file(entry: LockedKernel, cache: Path) -> Path | None:
+    """``{cache}/kernels--{org}--{name}/refs/<ref>``, which :func:`write_ref` writes; None for an entry locked by
+    commit (no ref to write)."""
+    if entry.ref == entry.commit or not entry.ref or ".." in entry.ref.split("/"):
+        return None
+    return under(cache, hfenv.repo_folder(entry.repo), "refs", *entry.ref.split("/"))
 
 
 def link_target(locked: LockedFile) -> str:

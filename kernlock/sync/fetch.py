@@ -27,12 +27,14 @@ from kernlock.sync.cache import (
     file_hash,
     in_variant,
     link_target,
+    markers,
+    ref_file,
     stat_key,
     under,
     unlink_symlink,
     write_receipt,
 )
-from kernlock.sync.integrity import FileCheck, FileState, check_variant, inspect_variant, markers, place_markers
+from kernlock.sync.integrity import FileCheck, FileState, check_variant, inspect_variant, place_markers
 from kernlock.sync.publish import discard, publish, staging_folder
 from kernlock.sync.signatures import SignatureCheck
 from kernlock.util import hfenv, interrupt
@@ -343,9 +345,9 @@ def write_ref(entry: LockedKernel, cache: Path) -> None:
 
     Only that lookup needs it (kernlock itself loads by commit): a cache where it cannot be written (read-only,
     full) keeps working for every activated load, so that is no error of the sync; any other OSError is."""
-    if entry.ref == entry.commit or not entry.ref or ".." in entry.ref.split("/"):
+    path = ref_file(entry, cache)
+    if path is None:
         return
-    path = under(cache, hfenv.repo_folder(entry.repo), "refs", *entry.ref.split("/"))
     try:
         unlink_symlink(path)
         if path.is_file() and path.stat().st_size <= 64 and path.read_text().strip() == entry.commit:
@@ -361,10 +363,7 @@ def cache_error(cache: Path, err: OSError) -> KernlockError:
     """The message for a cache kernlock cannot write to (a full disk is named as such)."""
     from kernlock.sync import disk_space
 
-    full = disk_space.full_disk(cache, err)
-    if full is not None:
-        return full
-    return KernlockError(
+    return disk_space.full_disk(cache, err) or KernlockError(
         f"cannot write to the kernel cache {cache} ({err.strerror or err}); make it writable or point "
         "KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."
     )

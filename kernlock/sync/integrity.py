@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import errno
-import importlib.machinery
 import os
 import stat
 from collections.abc import Iterable
@@ -20,12 +19,16 @@ from pathlib import Path
 from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
 from kernlock.sync.cache import (
+    FILE,
+    FOLDER,
+    MARKER,
     NOFOLLOW,
     Record,
     blob_path,
     cache_dir,
     file_hash,
     in_variant,
+    layout,
     link_target,
     read_receipt,
     receipt_path,
@@ -46,14 +49,9 @@ __all__ = [
     "describe_extras",
     "inspect_variant",
     "is_synced",
-    "markers",
     "place_markers",
     "refresh",
 ]
-
-#: Files Python compiles to bytecode in ``__pycache__``: a folder holding one gets kernlock's marker file.
-_SOURCE_SUFFIXES = tuple(importlib.machinery.SOURCE_SUFFIXES)
-_FILE, _FOLDER, _MARKER = "file", "folder", "marker"  # what a variant folder's layout names
 
 
 class FileState(enum.Enum):
@@ -112,28 +110,6 @@ class Inspection:
 # -- the variant folder's listing --------------------------------------------------------------------------
 
 
-def _layout(variant: LockedVariant) -> dict[str, dict[str, str]]:
-    """What a synced variant folder holds: folder ("" = the variant folder) -> {name: file | folder | marker}."""
-    layout: dict[str, dict[str, str]] = {"": {}}
-    for locked in variant.files:
-        *folders, name = locked.path.split("/")
-        folder = ""
-        for part in folders:
-            layout[folder][part] = _FOLDER
-            folder = f"{folder}/{part}" if folder else part
-            layout.setdefault(folder, {})
-        layout[folder][name] = _FILE
-        if name.endswith(_SOURCE_SUFFIXES):
-            layout[folder][names.PYCACHE] = _MARKER
-    return layout
-
-
-def markers(variant: LockedVariant) -> list[str]:
-    """Paths of the ``__pycache__`` marker files, relative to the variant folder."""
-    folders = [folder for folder, entries in _layout(variant).items() if _MARKER in entries.values()]
-    return [f"{folder}/{names.PYCACHE}" if folder else names.PYCACHE for folder in folders]
-
-
 def _listing(root: Path, layout: dict[str, dict[str, str]]) -> tuple[list[Extra], list[str]]:
     """(entries the lock does not name, missing marker files): one ``scandir`` per folder of the variant, never
     following a symlink. Locked files themselves are checked by _inspect_file."""
@@ -159,17 +135,17 @@ def _listing(root: Path, layout: dict[str, dict[str, str]]) -> tuple[list[Extra]
         for item in items:
             rel = f"{folder}/{item.name}" if folder else item.name
             kind = expected.get(item.name)
-            if kind == _FOLDER and item.is_dir(follow_symlinks=False):
+            if kind == FOLDER and item.is_dir(follow_symlinks=False):
                 pending.append(rel)
-            elif kind == _MARKER and item.is_file(follow_symlinks=False):
+            elif kind == MARKER and item.is_file(follow_symlinks=False):
                 if item.stat(follow_symlinks=False).st_size:
                     extras.append(Extra(path=rel, detail="not the empty marker file kernlock writes", shown=(rel,)))
                     continue
-            elif kind != _FILE:  # a locked file: _inspect_file checks what it is
+            elif kind != FILE:  # a locked file: _inspect_file checks what it is
                 extras.append(_extra(item, rel, kind))
                 continue
             seen.add(item.name)
-        missing += [f"{folder}/{n}" if folder else n for n, k in expected.items() if k == _MARKER and n not in seen]
+        missing += [f"{folder}/{n}" if folder else n for n, k in expected.items() if k == MARKER and n not in seen]
     return extras, missing
 
 
@@ -178,7 +154,7 @@ def _extra(item: os.DirEntry[str], rel: str, kind: str | None, limit: int = 10) 
     if item.is_symlink():
         return Extra(path=rel, detail=f"a symlink to {os.readlink(item.path)}, not in kernels.lock", shown=(rel,))
     if not item.is_dir(follow_symlinks=False):
-        detail = "a file where kernels.lock has a folder" if kind == _FOLDER else "not in kernels.lock"
+        detail = "a file where kernels.lock has a folder" if kind == FOLDER else "not in kernels.lock"
         return Extra(path=rel, detail=detail, shown=(rel,))
     found: list[str] = []
     for folder, dirs, files in os.walk(item.path):
@@ -189,7 +165,7 @@ def _extra(item: os.DirEntry[str], rel: str, kind: str | None, limit: int = 10) 
         if not files and not dirs and here != ".":
             found.append(f"{prefix}/")
     detail = "not in kernels.lock" if found else "a folder not in kernels.lock"
-    if kind == _MARKER:
+    if kind == MARKER:
         detail += f" ({names.PYCACHE} must be the empty file kernlock writes, so that no bytecode is read)"
     return Extra(path=rel, detail=detail, shown=tuple(found[:limit]) or (f"{rel}/",), hidden=max(0, len(found) - limit))
 
@@ -206,7 +182,7 @@ def inspect_variant(
     root = variant_path(entry, variant, cache)
     receipt_file = receipt_path(entry, variant, cache)
     blobs = blob_path(entry, variant.files[0], cache).parent  # proven inside the cache; every etag is plain hex
-    extras, missing_markers = _listing(root, _layout(variant))
+    extras, missing_markers = _listing(root, layout(variant))
     stored = read_receipt(receipt_file) if receipt_file else {}  # even with ``full``: compared with what is found
     receipt = {} if full else stored
     states, records = [], {}

@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 
 __all__ = [
+    "LOCK_NAME",
     "MAX_FILE_SIZE",
     "MAX_PATH",
     "PYCACHE",
@@ -40,6 +41,8 @@ _VARIANT = re.compile(r"[a-z0-9][a-z0-9_.\-]{0,127}")
 #: Python keeps bytecode here; kernlock puts a file of this name in every variant folder so none is written
 #: or read there (docs/sync.md), so a locked path may not use the name.
 PYCACHE = "__pycache__"
+#: The lock file in a project folder.
+LOCK_NAME = "kernels.lock"
 
 
 def check_repo(value: object) -> str:

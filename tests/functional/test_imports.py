@@ -7,6 +7,7 @@ The Hub is unreachable while they run (``HF_ENDPOINT`` points at a closed port),
 from __future__ import annotations
 
 import ctypes.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,12 @@ METADATA = ("importlib.metadata", "email", "zipfile", "csv")
 
 #: huggingface_hub's constants (the Hub cache, the offline switch: kernlock.util.hfenv) import only these two modules.
 CONSTANTS = ("huggingface_hub", "huggingface_hub.constants")
+
+
+def _anew(project: Path) -> None:
+    """Touch pyproject.toml: the everyday commands no longer answer from memory (kernlock.commands.unchanged) and
+    derive their answer again, which is the path the import tests below pin."""
+    os.utime(project / "pyproject.toml")
 
 
 def _heavy(modules: set[str]) -> list[str]:
@@ -116,6 +123,7 @@ def test_local_commands_import_no_network_loader_or_torch(
     and a no-op `sync` hash no file, so they load no OpenSSL (hashlib); `verify` no logging. No command here imports
     sigstore: `verify` checks each signed digest again, and the bundle that `sync` had sigstore verify is
     remembered (`verify --full` verifies it again: tests/functional/test_signatures.py)."""
+    _anew(project)
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert says in done.stdout
@@ -133,11 +141,35 @@ def test_local_commands_import_no_network_loader_or_torch(
         assert sorted(m for m in METADATA if m in modules) == []
 
 
+#: What an everyday command derives its answer with, and needs no longer when it answers from memory: the lock
+#: model and TOML, the project's reader, this machine's detection (packaging), the cache checks.
+DERIVING = (
+    *("kernlock.lock.model", "kernlock.lock.file", "tomllib", "kernlock.project.inputs", "packaging"),
+    *("kernlock.environments.environment", *CACHE_MODULES),
+)
+
+
+@pytest.mark.parametrize("args", [["lock", "--check"], ["sync"], ["sync", "--frozen"], ["sync", "--locked"], ["show"]])
+def test_an_unchanged_project_is_answered_without_deriving(
+    args: list[str], synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """The second of two identical everyday commands, nothing changed between them, answers from what the first
+    remembered (kernlock.commands.unchanged): the same output, without importing what derives it."""
+    _anew(project)
+    first, derived = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "first.txt")
+    again, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "again.txt")
+    assert first.returncode == again.returncode == 0, (first.stderr, again.stderr)
+    assert (again.stdout, again.stderr) == (first.stdout, first.stderr)
+    assert "tomllib" in derived and "kernlock.lock.model" in derived  # the first one derived its answer
+    assert sorted(m for m in modules if m.startswith(DERIVING)) == []
+
+
 @pytest.mark.parametrize("args", [["lock", "--check"], ["env"]])
 def test_commands_that_never_touch_the_cache_skip_the_cache_modules(
     args: list[str], synced: dict[str, str], project: Path, tmp_path: Path
 ):
     """`lock --check` and `env` read no cache state, so they import none of kernlock's cache modules."""
+    _anew(project)
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert {m for m in modules if m.startswith("kernlock.")} & set(CACHE_MODULES) == set()
@@ -156,6 +188,7 @@ def test_commands_import_only_the_cache_modules_they_use(
 ):
     """`show` says whether each kernel is synced and `verify` re-hashes: both import the cache check, never the
     download or sync modules; a no-op `sync` imports them all (and still no network stack, tested above)."""
+    _anew(project)
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert {m for m in modules if m.startswith("kernlock.")} & set(CACHE_MODULES) == needs
@@ -168,6 +201,7 @@ def test_commands_with_nothing_to_fetch_start_no_thread_pool(
     """A no-op `sync` checks every variant before it would build a thread pool: none imports concurrent.futures
     (and its logging), nor tempfile (no file is written), nor sigstore (nothing was installed, so there is no
     signature to verify again). (`verify` imports sigstore, which imports logging and tempfile itself.)"""
+    _anew(project)
     done, modules = run_cli_imports(*args, env=synced, cwd=project, out=tmp_path / "modules.txt")
     assert done.returncode == 0, done.stderr
     assert "kernlock.sync.integrity" in modules  # it did check the cache
