@@ -11,6 +11,11 @@ machine's load stretches less) and its ratio to ``python -c "import click"`` (th
 command here needs the network: the Hub is stopped before the first timed run, so a command that made a request
 would fail.
 
+The everyday commands answer from memory while nothing they read has changed (kernlock.commands.unchanged): the
+plain rows are every run but a command's first, as a user's second `sync` of the day; the "(derived)" rows forget
+the remembered answer before each run, which is what the first command after any change (a new lock, an edited
+pyproject, a file touched in the cache) costs.
+
 ``--json F`` also writes every row (median wall and CPU ms, ratios to ``import click``) and the goals as JSON to
 ``F``, what ``benchmarks/chart.py`` draws.
 
@@ -58,7 +63,17 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("kernlock show", [*KERNLOCK, "show"]),
     ("kernlock verify", [*KERNLOCK, "verify"]),
     ("kernlock env", [*KERNLOCK, "env"]),
+    ("kernlock lock --check (derived)", [*KERNLOCK, "lock", "--check"]),
+    ("kernlock sync (no-op, derived)", [*KERNLOCK, "sync"]),
+    ("kernlock show (derived)", [*KERNLOCK, "show"]),
 ]
+#: Rows that run with their remembered answer forgotten first (kernlock.commands.unchanged): what the first such
+#: command after any change to what it reads costs (a new lock, an edited pyproject, a file changed in the cache).
+FORGET = {
+    "kernlock lock --check (derived)": "lock-check-",
+    "kernlock sync (no-op, derived)": "sync-checked-",
+    "kernlock show (derived)": "show-",
+}
 
 
 def _args() -> argparse.Namespace:
@@ -99,6 +114,8 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     cpu: dict[str, list[float]] = {name: [] for name, _ in COMMANDS}  # user + system time of the process
     for _ in range(args.runs):
         for name, argv in COMMANDS:
+            for answer in (work / "kernlock-own" / "answers").glob(f"{FORGET[name]}*") if name in FORGET else ():
+                answer.unlink()
             used = _children_cpu()
             start = time.perf_counter()
             done = subprocess.run([sys.executable, *argv], cwd=project, capture_output=True, check=False)

@@ -71,7 +71,7 @@ def synced(root: Path | None, *, frozen: bool) -> Synced | None:
     """What an identical `sync` (``frozen``: `sync --frozen`) found when nothing it read has changed since, else
     None (the sync must run)."""
     where = _where(root)
-    kept = memo.recall("sync", [where, _sync_mode(frozen)]) if where is not None else None
+    kept = memo.recall(_sync_kind(frozen), [where]) if where is not None else None
     try:
         return Synced(**{**kept, "environments": tuple(kept["environments"])}) if isinstance(kept, dict) else None
     except (TypeError, KeyError):
@@ -97,7 +97,7 @@ def variant_files(pairs: Any, cache: Path) -> dict[str, memo.Identity]:
 
 def remember_sync(root: Path, frozen: bool, files: dict[str, memo.Identity], found: Synced) -> None:
     """A `sync` of the project at ``root`` found ``found`` and changed nothing, reading ``files``."""
-    memo.remember("sync", [str(root), _sync_mode(frozen)], files, asdict(found))
+    memo.remember(_sync_kind(frozen), [str(root)], files, asdict(found))
 
 
 def shown(root: Path | None) -> dict[str, Any] | None:
@@ -120,6 +120,6 @@ def _where(root: Path | None) -> str | None:
         return None
 
 
-def _sync_mode(frozen: bool) -> str:
+def _sync_kind(frozen: bool) -> str:
     """`sync` and `sync --locked` check the lock against pyproject; `--frozen` trusts it: its answer is its own."""
-    return "frozen" if frozen else "checked"
+    return "sync-frozen" if frozen else "sync-checked"
