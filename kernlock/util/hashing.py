@@ -5,9 +5,11 @@ downloaded, copied from a bundle, or read back from the cache gives the same val
 from __future__ import annotations
 
 import hashlib
-import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # queue is imported by the threaded hash alone (`verify` and the run-time check hash in turn)
+    import queue
 
 __all__ = ["StreamHash", "hasher"]
 
@@ -64,6 +66,8 @@ class StreamHash:
 
     def _hand_over(self) -> None:
         if self._queue is None:
+            import queue
+
             self._queue = queue.Queue(maxsize=16)
             self._thread = threading.Thread(target=self._consume, args=(self._queue, self._hash), daemon=True)
             self._thread.start()
