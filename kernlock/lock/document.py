@@ -93,8 +93,12 @@ _HASH_LINE = "content-hash = "
 def content_hash(text: str) -> str:
     """``sha256:`` of the lock text without its ``content-hash`` line: any edit after kernlock wrote the file, by
     hand or by a merge, changes it."""
-    if text.startswith(_HASH_LINE) or f"\n{_HASH_LINE}" in text:
+    at = text.find(f"\n{_HASH_LINE}")
+    if text.startswith(_HASH_LINE) or (at >= 0 and text.find(f"\n{_HASH_LINE}", at + 1) >= 0):
         text = "\n".join(line for line in text.split("\n") if not line.startswith(_HASH_LINE))
+    elif at >= 0:  # the one line kernlock writes: cut out without splitting a big lock into lines
+        end = text.find("\n", at + 1)
+        text = text[:at] if end < 0 else text[:at] + text[end:]
     return "sha256:" + sha256_hex(text.encode())
 
 

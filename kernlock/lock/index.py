@@ -1,7 +1,9 @@
 """This environment's part of kernels.lock, derived once: what run-time activation reads instead of the lock.
 
 A program that loads kernels needs, of the whole lock, only the entries of the machine it runs on. The first
-activation after the lock changed reads and validates the whole lock (:func:`kernlock.lock.file.read`) and writes
+activation after the lock changed checks the whole lock's ``content-hash`` and parses and validates only this
+environment's part of it (:func:`kernlock.lock.file.loads_environment`; a lock not laid out as kernlock writes it is
+read whole, :func:`kernlock.lock.file.read`) and writes
 ``{kernlock cache}/lock-index/<key>.json``: the lock's environments and repos, and this environment's entries
 (each cut down to this environment's variant). Every later activation checks that index against the lock's
 ``stat`` (size, mtime, inode, ctime: any write changes one) and the ``content-hash`` line at its top, and builds
@@ -64,8 +66,13 @@ def read(path: str, environment: str) -> LockView:
             return LockView(environment, tuple(data["environments"]), list(data["repos"]), entries)
         except (ValueError, KeyError, TypeError, LockError):
             pass  # an index this kernlock does not read: derive it again
-    lock = lockfile.read(Path(path), canonical=False)
-    view = _view(lock, environment)
+    text = lockfile.read_text(Path(path))
+    part = lockfile.loads_environment(text, path, environment) if recorded is not None else None
+    if part is not None:  # only this environment's part of the TOML parsed (the whole text's content-hash checked)
+        lock, repos = part
+        view = LockView(environment, lock.environments, repos, list(lock.kernels))
+    else:  # not as kernlock writes it: the whole lock, strictly (its errors name what is wrong)
+        view = _view(lockfile.loads(text, path, canonical=False), environment)
     if recorded is not None:
         _save(index, path, environment, key, recorded, view)
     return view

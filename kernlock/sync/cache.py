@@ -64,6 +64,7 @@ __all__ = [
     "targets",
     "under",
     "unlink_symlink",
+    "variant_folders",
     "variant_path",
     "write_receipt",
 ]
@@ -90,6 +91,13 @@ Record = dict[str, Any]
 def cache_dir() -> Path:
     """The kernels cache: ``$KERNELS_CACHE``, else ``$HF_HUB_CACHE``, else huggingface_hub's default."""
     value = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")
+    return _cache_dir(value)
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_dir(value: str | None) -> Path:
+    """The folder ``value`` names (a Path costs ~10 us: every load asks), else huggingface_hub's default (read once
+    in a process: huggingface_hub reads its variables at import)."""
     return Path(value).expanduser() if value else Path(hfenv.hub_cache())
 
 
@@ -98,11 +106,14 @@ def under(root: Path, *parts: str, cache: Path | None = None) -> Path:
     try:
         return names.under(root, *parts)
     except ValueError as err:
-        raise IntegrityError(
-            f"the kernel cache {cache or root} holds a path that leads outside it: {err}. kernlock wrote and "
-            "loaded nothing there; remove that symlink (or point KERNELS_CACHE at another folder), then run "
-            "`kernlock sync`."
-        ) from err
+        raise _leaves(cache or root, err) from err
+
+
+def _leaves(cache: Path, err: ValueError) -> IntegrityError:
+    return IntegrityError(
+        f"the kernel cache {cache} holds a path that leads outside it: {err}. kernlock wrote and loaded nothing "
+        "there; remove that symlink (or point KERNELS_CACHE at another folder), then run `kernlock sync`."
+    )
 
 
 def repo_folder(repo: str, cache: Path | None = None) -> Path:
@@ -117,6 +128,19 @@ def variant_path(entry: LockedKernel, variant: LockedVariant, cache: Path | None
     IntegrityError when a symlink on the way leads outside the cache."""
     cache = cache or cache_dir()
     return under(cache, hfenv.repo_folder(entry.repo), "snapshots", entry.commit, "build", variant.name)
+
+
+def variant_folders(entry: LockedKernel, variant: LockedVariant, cache: Path) -> tuple[Path, str]:
+    """(:func:`variant_path`, the folder of the repo's blobs) with one check of the folders they share (every load
+    asks for both). IntegrityError when a symlink on the way leads outside the cache."""
+    repo = hfenv.repo_folder(entry.repo)
+    try:
+        root, blob = names.under_each(
+            cache, (repo, "snapshots", entry.commit, "build", variant.name), (repo, "blobs", variant.files[0].digest)
+        )
+    except ValueError as err:
+        raise _leaves(cache, err) from err
+    return Path(root), os.path.dirname(blob)
 
 
 def receipt_path(
@@ -159,7 +183,12 @@ def _cache_key(cache: str) -> str:
 
 def receipts_folder() -> Path:
     """``{kernlock cache}/receipts``."""
-    return hfenv.cache_root() / RECEIPTS
+    return _below(hfenv.cache_root(), RECEIPTS)
+
+
+@functools.lru_cache(maxsize=8)
+def _below(root: Path, name: str) -> Path:
+    return root / name
 
 
 def receipts_kept(*, create: bool = False) -> bool:
@@ -281,12 +310,22 @@ def read_receipt(path: Path) -> dict[str, Any]:
         fd = os.open(path, os.O_RDONLY | NOFOLLOW | _NONBLOCK)
     except OSError:  # no receipt (or a symlink, refused by O_NOFOLLOW): the files are hashed instead
         return {}
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            st = os.fstat(handle.fileno())
+    try:  # plain reads of the size fstat gives (a buffered read(16 MiB) costs an allocation of that size per load)
+        try:
+            st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_RECEIPT:
                 return {}
-            data = json.loads(handle.read(_MAX_RECEIPT + 1))
+            text = os.read(fd, st.st_size + 1)
+            while len(text) > st.st_size and len(text) <= _MAX_RECEIPT:  # it grew since the fstat: read to the end
+                more = os.read(fd, _CHUNK)
+                if not more:
+                    break
+                text += more
+        finally:
+            os.close(fd)
+        if len(text) > _MAX_RECEIPT:
+            return {}
+        data = json.loads(text)
     except (OSError, ValueError, RecursionError):  # an unreadable receipt only costs a re-hash
         return {}
     if not isinstance(data, dict) or data.get("receipt-version") != RECEIPT_VERSION:

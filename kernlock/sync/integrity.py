@@ -24,7 +24,6 @@ from kernlock.sync.cache import (
     MARKER,
     NOFOLLOW,
     Record,
-    blob_path,
     cache_dir,
     file_hash,
     in_variant,
@@ -33,7 +32,7 @@ from kernlock.sync.cache import (
     read_receipt,
     receipt_path,
     stat_key,
-    variant_path,
+    variant_folders,
     write_receipt,
 )
 from kernlock.util import names
@@ -179,19 +178,20 @@ def inspect_variant(
     """Check the variant folder: its listing (exactly the locked files and the markers), and every locked file
     by its receipt (stat only) where the receipt still holds (``full``: never), else by hashing it (``rehash``;
     without it such a file is UNVERIFIED)."""
-    root = variant_path(entry, variant, cache)
+    root, blobs = variant_folders(entry, variant, cache)  # proven inside the cache; every etag is plain hex
     receipt_file = receipt_path(entry, variant, cache)
-    blobs = blob_path(entry, variant.files[0], cache).parent  # proven inside the cache; every etag is plain hex
     extras, missing_markers = _listing(root, layout(variant))
     stored = read_receipt(receipt_file) if receipt_file else {}  # even with ``full``: compared with what is found
     receipt = {} if full else stored
     states, records = [], {}
     present = bool(extras) or bool(stored)
-    folder, blob_folder = os.fspath(root), os.fspath(blobs)  # strings from here: a Path per file costs ~10 us
+    folder, blob_folder = os.path.join(root, ""), os.path.join(blobs, "")  # strings: a Path per file costs ~10 us
+    posix = os.sep == "/"  # a locked path is '/'-separated plain parts (names.check_path): joined as it is
     for locked in variant.files:  # the listing proved every folder of the variant a real folder: in the variant
-        link = os.path.join(folder, *locked.path.split("/"))
-        blob = os.path.join(blob_folder, locked.digest)
-        state, record = _inspect_file(link, blob, locked, receipt.get(locked.path), full, rehash)
+        path = locked.path
+        link = folder + path if posix else os.path.join(folder, *path.split("/"))
+        blob = blob_folder + locked.digest
+        state, record = _inspect_file(link, blob, link_target(locked), locked, receipt.get(path), full, rehash)
         present = present or state.state != FileState.MISSING
         states.append(state)
         if record is not None:
@@ -208,10 +208,10 @@ def inspect_variant(
 
 
 def _inspect_file(
-    link: str, blob: str, locked: LockedFile, record: object, full: bool, rehash: bool
+    link: str, blob: str, target: str, locked: LockedFile, record: object, full: bool, rehash: bool
 ) -> tuple[FileCheck, Record | None]:
-    """A locked file: a symlink to exactly its blob (a regular file), or a regular file (a copy, on file systems
-    without symlinks); then its receipt record, else its size and hash."""
+    """A locked file: a symlink to exactly its blob (``target``: :func:`link_target`; the blob a regular file), or a
+    regular file (a copy, on file systems without symlinks); then its receipt record, else its size and hash."""
 
     def check(state: FileState, detail: str = "") -> tuple[FileCheck, None]:
         return FileCheck(file=locked, state=state, detail=detail), None
@@ -222,9 +222,9 @@ def _inspect_file(
         return check(FileState.MISSING)
     path = link
     if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(link)
-        if target != link_target(locked):
-            return check(FileState.MISMATCH, f"a symlink to {target}, not to its blob")
+        found = os.readlink(link)
+        if found != target:
+            return check(FileState.MISMATCH, f"a symlink to {found}, not to its blob")
         try:
             st = os.lstat(blob)
         except (FileNotFoundError, NotADirectoryError):

@@ -10,6 +10,7 @@ not the network stack, which a command that makes no request never imports). ker
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 from pathlib import Path
@@ -38,9 +39,16 @@ def repo_folder(repo: str, repo_type: str = "kernel") -> str:
 
 def cache_root() -> Path:
     """kernlock's own cache: ``$KERNLOCK_CACHE``, else ``$XDG_CACHE_HOME/kernlock``, else ~/.cache/kernlock."""
-    if os.environ.get("KERNLOCK_CACHE"):
-        return Path(os.environ["KERNLOCK_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    environ = os.environ
+    return _cache_root(environ.get("KERNLOCK_CACHE"), environ.get("XDG_CACHE_HOME"), environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_root(explicit: str | None, xdg: str | None, home: str | None) -> Path:
+    """:func:`cache_root` for these variables (Paths are built once: every kernel load asks for its receipt)."""
+    if explicit:
+        return Path(explicit)
+    base = xdg or Path.home() / ".cache"
     return Path(base) / "kernlock"
 
 

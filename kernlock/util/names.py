@@ -26,6 +26,7 @@ __all__ = [
     "check_size",
     "check_variant_folder",
     "under",
+    "under_each",
 ]
 
 
@@ -119,7 +120,46 @@ def under(root: Path, *parts: str) -> Path:
     resolve to a place below ``root`` (a few system calls, not a ``realpath`` of the whole path: every kernel
     load checks its paths).
     """
-    if os.sep == "/":  # the parts as Path(*parts).parts has them, without building a Path (every load checks three)
+    under_each(root, parts)
+    return Path(root, *parts)
+
+
+def under_each(root: Path, *paths: tuple[str, ...]) -> list[str]:
+    """:func:`under` for several paths below one ``root`` (each given as its parts), as strings: ``root`` is
+    resolved once and a folder the paths share is looked at once (a kernel load checks its variant folder and its
+    blobs folder, both in the same repo folder)."""
+    split = [_pieces(root, parts) for parts in paths]
+    real_root = _real_root(os.fspath(root))
+    inside = real_root.rstrip(os.sep) + os.sep
+    seen: dict[tuple[str, ...], str | None] = {}  # folders' parts -> where they lead (None: missing)
+    for parts, pieces in zip(paths, split, strict=True):
+        here: str | None = real_root
+        for i in range(len(pieces) - 1):
+            prefix = tuple(pieces[: i + 1])
+            if prefix in seen:
+                here = seen[prefix]
+            else:
+                assert here is not None
+                here = os.path.join(here, pieces[i])
+                try:
+                    mode = os.lstat(here).st_mode
+                except (FileNotFoundError, NotADirectoryError):
+                    here = None  # nothing below a missing folder can be a symlink yet
+                else:
+                    if stat.S_ISLNK(mode):
+                        here = os.path.realpath(here)
+                        if here != real_root and not here.startswith(inside):
+                            raise ValueError(f"{Path(root, *parts)} leaves {root} (through a symlink to {here})")
+                seen[prefix] = here
+            if here is None:
+                break
+    top = os.fspath(root)
+    return [os.path.join(top, *pieces) for pieces in split]
+
+
+def _pieces(root: Path, parts: tuple[str, ...]) -> list[str]:
+    """The parts as ``Path(*parts).parts`` has them (without building a Path); ValueError for one that leaves."""
+    if os.sep == "/":
         pieces = [piece for part in parts for piece in part.split("/") if piece and piece != "."]
         absolute = any(part.startswith("/") for part in parts)
     else:  # pragma: no cover - Windows
@@ -127,20 +167,7 @@ def under(root: Path, *parts: str) -> Path:
         pieces, absolute = list(relative.parts), relative.is_absolute()
     if ".." in pieces or absolute:
         raise ValueError(f"{os.path.join(*parts)!r} leaves {root}")
-    real_root = _real_root(os.fspath(root))
-    inside = real_root.rstrip(os.sep) + os.sep
-    here = real_root
-    for part in pieces[:-1]:
-        here = os.path.join(here, part)
-        try:
-            mode = os.lstat(here).st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            break  # nothing below a missing folder can be a symlink yet
-        if stat.S_ISLNK(mode):
-            here = os.path.realpath(here)
-            if here != real_root and not here.startswith(inside):
-                raise ValueError(f"{Path(root, *parts)} leaves {root} (through a symlink to {here})")
-    return Path(root, *parts)
+    return pieces
 
 
 #: root -> (device, inode, realpath) of the folders ``under`` resolved (a process uses one or two cache roots).

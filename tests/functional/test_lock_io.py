@@ -299,9 +299,9 @@ def locked_two_ways(user_env: dict[str, str], hub: HubServer, project: Path) -> 
 def test_first_load_parses_only_this_environments_entries(
     locked_two_ways: Path, user_env: dict[str, str], tmp_path: Path
 ):
-    """The first process after a lock change that no sync indexed (the index removed here) parses the lock once
-    and indexes this environment's entries; every later process parses no TOML at all, and holds only this
-    environment's entries (not the CUDA machine's)."""
+    """The first process after a lock change that no sync indexed (the index removed here) parses only this
+    environment's part of the lock (not the CUDA machine's variant) and indexes its entries; every later process
+    parses no TOML at all, and holds only this environment's entries (not the CUDA machine's)."""
     project = locked_two_ways
     assert sorted(k.requested for k in lockfile.read(project / "kernels.lock").kernels) == ["v1", "v2"]
     lock_bytes = (project / "kernels.lock").stat().st_size
@@ -309,7 +309,8 @@ def test_first_load_parses_only_this_environments_entries(
     for index in (Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir():
         index.unlink()
     first = _first_load(project, offline)
-    assert lock_bytes in first["parsed"]  # the lock, once
+    assert first["parsed"] and lock_bytes not in first["parsed"]  # parts of the lock, never the whole
+    assert sum(first["parsed"]) < lock_bytes * 0.8  # the CUDA machine's variant is not parsed
     assert first["identity"]["version"] == 1
     index_files = list((Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir())
     assert len(index_files) == 1
@@ -426,3 +427,46 @@ def test_a_damaged_index_is_ignored(locked_two_ways: Path, user_env: dict[str, s
     assert entry is not None and all(".." not in f.path for v in entry.variants for f in v.files)
     os.utime(lock_path)  # a touched lock: stat changed, read again
     assert lockindex.read(lock_path, CPU_ENV).repos == good.repos
+
+
+def _environment_view(text: str, env: str) -> tuple[tuple[str, ...], list[str], list[LockedKernel]] | None:
+    part = lockfile.loads_environment(text, "kernels.lock", env)
+    if part is None:
+        return None
+    lock, repos = part
+    return lock.environments, repos, list(lock.kernels)
+
+
+def _whole_view(text: str, env: str) -> tuple[tuple[str, ...], list[str], list[LockedKernel]]:
+    view = lockindex._view(lockfile.loads(text, canonical=False), env)
+    return (
+        view.environments,
+        view.repos,
+        [view.entry_for(repo, env) for repo in view.repos if view.entry_for(repo, env)],
+    )
+
+
+@settings(CHECKS, max_examples=80)
+@given(valid_locks())
+def test_reading_one_environments_part_gives_what_the_whole_lock_gives(lock: Lock):
+    """The first activation after a lock change parses only its environment's part of the lock: for every lock the
+    fuzz generator draws and each of its environments (and one it does not list), exactly the entries, repos and
+    environments the whole lock gives."""
+    text = lockfile.dumps(lock)
+    for env in (*lock.environments, "torch213-cxx11-cu999-x86_64-linux"):
+        assert _environment_view(text, env) == _whole_view(text, env)
+
+
+def test_a_lock_not_laid_out_as_kernlock_writes_it_is_read_whole():
+    """Anything that could make the cut fall where a TOML parser would not (a changed byte, another table header,
+    an indented header, a multi-line string, CRLF line ends) leaves the lock to the whole, strict read."""
+    lock = big_lock(kernels=3, environments=4, files=2)
+    text = lockfile.dumps(lock)
+    env = lock.environments[0]
+    assert _environment_view(text, env) == _whole_view(text, env)
+    edited = text.replace('ref = "v4"', 'ref = "v5"', 1)
+    reheaded = text.replace("[[kernel.variant]]", "[[ kernel.variant ]]", 1)
+    indented = text.replace("\n[[kernel]]\n", "\n  [[kernel]]\n", 1)
+    hidden = text.replace("\n[[kernel.variant]]\n", '\nx = """\n[[kernel.variant]]\n"""\n', 1)
+    for other in (edited, reheaded, indented, hidden, text.replace("\n", "\r\n")):
+        assert _environment_view(other, env) is None

@@ -147,16 +147,29 @@ def _hook_resolve(original: Callable[..., Any], name: str) -> Callable[..., Any]
     return wrap(original, body)
 
 
+#: Variant name -> kernels' parsed ``Variant`` (a value object, a pure function of the name): the kernels a process
+#: loads mostly share this environment's variant, and parsing one costs ~40 us.
+_variants: dict[str, Any] = {}
+
+
+def _variant(name: str) -> Any:
+    variant = _variants.get(name)
+    if variant is None:
+        from kernels.variants import parse_variant
+
+        variant = _variants[name] = parse_variant(name)
+    return variant
+
+
 def _local_kernel(located: Any) -> Any:
     """A kernels ``LocalKernel`` for the verified build, with its Hub origin (repo, commit) recorded."""
     from kernels.resolver import LocalKernel, RemoteKernel
-    from kernels.variants import parse_variant
 
     metadata = _metadata().read_from_file(located.path / "metadata.json")
     origin = RemoteKernel(
         repo_id=located.entry.repo,
         revision=located.entry.commit,
         metadata=metadata,
-        variant=parse_variant(located.variant.name),
+        variant=_variant(located.variant.name),
     )
     return LocalKernel(variant_path=located.path, metadata=metadata, origin=origin)
