@@ -19,8 +19,8 @@ verification). The activated first-process row is shown twice: with the lock ind
 ``kernlock sync``, which indexes the lock, or after the first since the lock changed) and cold (the first process
 after a lock change that no sync indexed, which parses the whole lock once).
 
-Goals: activated loads make 0 requests and take <= 1.2x the floor; the first load, everything kernlock adds
-included, <= 1.2x the floor's first load.
+Goals (issue 32): activated loads make 0 requests and take <= 1.1x the floor; the first load, everything kernlock
+adds included, <= 1.1x the floor's first load with the lock index warm and <= 1.2x with it cold.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _print(
         f"{'first load of a process, ms':34}{'activate':>10}{'import':>10}{'1st load':>10}{'total':>10}{'vs floor':>10}"
     )
     base = median(results["floor"], lambda r: r["import"] + r["loads"][0])
-    first_ratio = 0.0
+    first: dict[str, float] = {}
     for name, way in (
         ("activated, lock index warm", "activated"),
         ("activated, lock index cold", "activated, index cold"),
@@ -185,17 +185,18 @@ def _print(
         parts = [median(runs, lambda r: r["activate"]), median(runs, lambda r: r["import"])]
         parts.append(median(runs, lambda r: r["loads"][0]))
         total = median(runs, lambda r: r["activate"] + r["import"] + r["loads"][0])
-        if way == "activated":
-            first_ratio = total / base
+        first[way] = total / base
         cells = "".join(f"{value * 1000:>10.2f}" for value in (*parts, total))
         print(f"{name:34}{cells}{total / base:>9.2f}x")
     print("  (in-process clocks; `import torch` before all of them; 'import' = `import kernels`, with kernlock's")
     print("   hook installation when activated; 'activate' = `import kernlock.activate`)")
     ours = statistics.median(t for run in results["activated"] for t in run["loads"][1:])
-    ok = requests["activated"] == 0 and ours <= 1.2 * floor and first_ratio <= 1.2
+    warm, cold = first["activated"], first["activated, index cold"]
+    ok = requests["activated"] == 0 and ours <= 1.1 * floor and warm <= 1.1 and cold <= 1.2
     print(
-        f"goal: activated loads make 0 requests ({requests['activated']}), take <= 1.2x the floor "
-        f"({ours / floor:.2f}x), first load <= 1.2x the floor's ({first_ratio:.2f}x): {'PASS' if ok else 'FAIL'}"
+        f"goal: activated loads make 0 requests ({requests['activated']}), take <= 1.1x the floor "
+        f"({ours / floor:.2f}x), first load <= 1.1x the floor's with the index warm ({warm:.2f}x), <= 1.2x cold "
+        f"({cold:.2f}x): {'PASS' if ok else 'FAIL'}"
     )
     return 0 if ok else 1
 
