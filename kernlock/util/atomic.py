@@ -33,8 +33,9 @@ def _create_temporary(path: Path, mode: int) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, fsync'd, then renamed.
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, fsync'd (unless not ``durable``: a
+    cache whose torn file is only re-derived), then renamed.
 
     The file keeps its permissions (a new one gets what a plain open() gives: 0o666 minus the umask), and a symlink
     keeps pointing where it did: the file it points to is the one replaced. On any error or interrupt the temporary
@@ -53,16 +54,17 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) atomically."""
-    write_bytes_atomic(path, text.encode())
+def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` (UTF-8) atomically (see :func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, text.encode(), durable=durable)
 
 
 #: Why a write to a cache can fail that is not kernlock's to fix: the cache (or that path in it) is read-only,

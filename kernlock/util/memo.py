@@ -89,8 +89,8 @@ def remember(kind: str, key: Iterable[str], files: dict[str, Identity], answer: 
     from kernlock.util.atomic import write_text_atomic
 
     kept = {"version": _VERSION, "kernlock": __version__, "key": text, "files": files, "answer": answer}
-    with contextlib.suppress(OSError):
-        write_text_atomic(folder / f"{kind}-{sha256_hex(text.encode())[:24]}.json", json.dumps(kept))
+    with contextlib.suppress(OSError):  # not fsync'd: a file a crash tore fails to parse, and is derived again
+        write_text_atomic(folder / f"{kind}-{sha256_hex(text.encode())[:24]}.json", json.dumps(kept), durable=False)
 
 
 def _key(kind: str, key: Iterable[str]) -> str:
