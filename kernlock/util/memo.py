@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kernlock import __version__
+from kernlock._version import __version__
 from kernlock.util import hfenv
 from kernlock.util.digest import sha256_hex
 
