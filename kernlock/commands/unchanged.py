@@ -24,7 +24,9 @@ from kernlock.util import memo
 from kernlock.util.names import LOCK_NAME
 
 if TYPE_CHECKING:
-    from kernlock.lock.model import Lock
+    from collections.abc import Iterable
+
+    from kernlock.lock.model import Lock, LockedKernel, LockedVariant
 
 __all__ = [
     "Synced",
@@ -88,7 +90,7 @@ def sync_files(lock: Lock, environments: list[str], cache: Path) -> dict[str, me
     return {**variant_files(pairs, cache), **memo.identities(refs)}
 
 
-def variant_files(pairs: Any, cache: Path) -> dict[str, memo.Identity]:
+def variant_files(pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Path) -> dict[str, memo.Identity]:
     """The identities of every path whose state says whether these (entry, variant) pairs are synced in ``cache``."""
     from kernlock.sync.cache import evidence
 

@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from kernlock._version import __version__
@@ -63,12 +64,11 @@ def installed() -> list[str]:
 
 def recall(kind: str, key: Iterable[str]) -> Any:
     """The answer remembered for ``kind`` and ``key`` while every file it came from is unchanged, else None."""
-    folder = hfenv.cache_root() / "answers"
-    if not hfenv.private(folder):
+    if not hfenv.private(_folder()):
         return None
     text = _key(kind, key)
     try:
-        with open(folder / f"{kind}-{sha256_hex(text.encode())[:24]}.json", encoding="utf-8") as handle:
+        with open(_file(kind, text), encoding="utf-8") as handle:
             kept = json.load(handle)
         if kept["version"] != _VERSION or kept["kernlock"] != __version__ or kept["key"] != text:
             return None
@@ -82,15 +82,23 @@ def remember(kind: str, key: Iterable[str], files: dict[str, Identity], answer: 
     """Keep ``answer`` (JSON) for ``kind`` and ``key``, derived from ``files`` with these identities (taken before
     they were read, so a file changed while the answer was derived no longer matches). Nothing is kept where the
     cache is not the user's alone or cannot be written: the answer is derived again next time."""
-    folder = hfenv.cache_root() / "answers"
-    if not hfenv.private(folder, create=True):
+    if not hfenv.private(_folder(), create=True):
         return
     text = _key(kind, key)
     from kernlock.util.atomic import write_text_atomic
 
     kept = {"version": _VERSION, "kernlock": __version__, "key": text, "files": files, "answer": answer}
     with contextlib.suppress(OSError):  # not fsync'd: a file a crash tore fails to parse, and is derived again
-        write_text_atomic(folder / f"{kind}-{sha256_hex(text.encode())[:24]}.json", json.dumps(kept), durable=False)
+        write_text_atomic(_file(kind, text), json.dumps(kept), durable=False)
+
+
+def _folder() -> Path:
+    return hfenv.cache_root() / "answers"
+
+
+def _file(kind: str, text: str) -> Path:
+    """Where the answer of ``kind`` under the full key ``text`` is kept (the key itself is inside, checked)."""
+    return _folder() / f"{kind}-{sha256_hex(text.encode())[:24]}.json"
 
 
 def _key(kind: str, key: Iterable[str]) -> str:
