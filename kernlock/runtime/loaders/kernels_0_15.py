@@ -38,6 +38,7 @@ from kernlock.runtime.loaders._common import (
     hooked,
     read_call,
     uses_global,
+    with_argument,
     wrap,
 )
 
@@ -205,15 +206,15 @@ def _hook_import(original: Callable[..., Any]) -> Callable[..., Any]:
 
         call = read_call(sig, args, kwargs) if policy.active() else None
         entry = policy.origin_of(call.get("variant_path")) if call is not None else None
-        repo_info = find("kernels.utils", "RepoInfo")
+        repo_info = getattr(sys.modules.get("kernels.utils"), "RepoInfo", None)
         if entry is None or sig is None or "repo_info" not in sig.parameters or repo_info is None:
             return original(*args, **kwargs)
         try:
-            bound = sig.bind_partial(*args, **kwargs)
-            bound.arguments["repo_info"] = repo_info(repo_id=entry.repo, revision=entry.commit)
-        except Exception:
+            origin = repo_info(repo_id=entry.repo, revision=entry.commit)
+        except Exception:  # a RepoInfo of other fields: recorded without its origin, as kernels would
             return original(*args, **kwargs)
-        return original(*bound.args, **bound.kwargs)
+        args, kwargs = with_argument(sig, args, kwargs, "repo_info", origin)
+        return original(*args, **kwargs)
 
     return wrap(original, body)
 
