@@ -16,7 +16,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kernlock.errors import DamagedLockError, JsonLockError, LockError
-from kernlock.lock import interop
 from kernlock.lock.document import HEADER, content_hash, dumps, entry_table, facts_document, normalized
 from kernlock.lock.model import DIGEST, UNSIGNED, EnvironmentFacts, Lock, LockedKernel, LockedVariant, Signature
 from kernlock.lock.schema import (
@@ -118,6 +117,8 @@ def has_conflict_markers(text: str) -> bool:
 
 def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: bool = False) -> Lock:
     """Parse lock text (stdlib tomllib: fast enough for run-time activation); see :func:`read`."""
+    from kernlock.lock import interop  # kernels' own lock format: only to name it in an error
+
     if interop.looks_like_json_lock(text):
         raise JsonLockError(interop.json_lock_message(where))
     try:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lock.model import LockedKernel, LockedVariant
@@ -57,9 +57,9 @@ _FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retr
 # -- the state of one activation ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Located:
-    """A locked build, verified: what a load of ``entry.repo`` gets here."""
+class Located(NamedTuple):
+    """A locked build, verified: what a load of ``entry.repo`` gets here (a NamedTuple: this module is imported
+    by every program that loads a kernel, and a frozen dataclass costs several times as much to create)."""
 
     entry: LockedKernel
     variant: LockedVariant

@@ -20,20 +20,19 @@ What a locked load gets (strict/warn, revisions, verification) is decided in one
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kernlock.runtime.loaders._common import Patcher
 
 __all__ = ["PATHS", "Adapter", "Probe", "adapters", "coverage", "install", "load_paths", "probe", "probe_files"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Probe:
+class Probe(NamedTuple):
     """The installed loader: its generation (``kernels-0.17``, ``kernels-0.15``, ``unknown``; None when kernels is
-    not installed), its version, and for ``unknown`` the seams the closest known generation lacks."""
+    not installed), its version, and for ``unknown`` the seams the closest known generation lacks (a NamedTuple:
+    hooking kernels imports this module, and a frozen dataclass costs several times as much to create)."""
 
     generation: str | None
     kernels: str | None
@@ -76,9 +75,12 @@ def adapters() -> tuple[Adapter, ...]:
 
 
 def _version(kernels: ModuleType | None = None) -> str | None:
-    from kernlock.environments.compat import installed
+    found = getattr(kernels, "__version__", None)
+    if found:
+        return str(found)
+    from kernlock.environments.compat import installed  # its metadata: only when the module does not say
 
-    return str(getattr(kernels, "__version__", None) or installed("kernels") or "") or None
+    return installed("kernels") or None
 
 
 def probe() -> Probe:
