@@ -5,7 +5,8 @@
 Builds ``--kernels`` kernel repositories (versions v1, v2; 26 build variants each, this machine's among them),
 serves them with kernlock's local Hub (``--latency`` seconds added to every request), locks v1 for this machine
 and ``--environments`` - 1 more (a lock of that size), and syncs this machine. Bytecode is compiled first. Then,
-in fresh processes (``import torch`` done before any clock starts, in every way), ``--repeats`` processes per way:
+in fresh processes (``import torch`` done before any clock starts, in every way), ``--repeats`` rounds of one
+process per way, each round starting with the next way (so that no way always runs first or last):
 
 - **activated + synced**: ``import kernlock.activate``, ``import kernels`` (kernlock's hooks install right
   after it), then ``kernels.get_kernel(repo, version=2)`` for every kernel (the lock pins v1 and wins);
@@ -121,14 +122,18 @@ def _run(args: argparse.Namespace, work: Path) -> int:
         cold, cold_requests = child("online", theirs)
         results: dict[str, list[dict]] = {"activated": [], "activated, index cold": [], "online": [], "floor": []}
         requests = {way: 0 for way in results}
-        for _ in range(args.repeats):
-            shutil.rmtree(index, ignore_errors=True)  # as after `kernlock lock` changed the lock
-            for way, mode, extra in (
-                ("activated, index cold", "activated", {}),
-                ("activated", "activated", {}),
-                ("online", "online", theirs),
-                ("floor", "floor", {}),
-            ):
+        ways = (
+            ("activated, index cold", "activated", {}),
+            ("activated", "activated", {}),
+            ("online", "online", theirs),
+            ("floor", "floor", {}),
+        )
+        for repeat in range(args.repeats):
+            # Each round starts with another way: a process's place in the round (what ran just before it) then
+            # weighs on every way alike. The warm way finds the index the cold way of this or the last round made.
+            for way, mode, extra in ways[repeat % len(ways) :] + ways[: repeat % len(ways)]:
+                if way == "activated, index cold":
+                    shutil.rmtree(index, ignore_errors=True)  # as after `kernlock lock` changed the lock
                 run, count = child(mode, extra)
                 results[way].append(run)
                 requests[way] += count
