@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from kernlock.errors import HubError, KernlockError, SpecError
 from kernlock.lock.model import LockedFile
 from kernlock.util import names
+from kernlock.util.hfenv import read_private
 from kernlock.variants.grammar import check_variant_name
 
 __all__ = [
@@ -129,10 +130,11 @@ def tree(data: Listing) -> dict[str, tuple[LockedFile, ...]]:
 
 def tree_from_cache(path: Path) -> dict[str, tuple[LockedFile, ...]] | None:
     """The cached build tree, validated again like a Hub answer; None when absent or not valid (re-fetched)."""
+    raw = read_private(path, MAX_JSON)  # absent, a symlink, too large or not the user's alone: asked again
+    if raw is None:
+        return None
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_JSON:
-            return None
-        data = json.loads(path.read_bytes())
+        data = json.loads(raw)
         if not isinstance(data, dict):
             return None
         for name, files in data.items():
@@ -147,13 +149,9 @@ def tree_from_cache(path: Path) -> dict[str, tuple[LockedFile, ...]] | None:
 
 
 def file_from_cache(path: Path) -> bytes | None:
-    """A cached file's bytes; None when absent, a symlink or larger than any answer read_file accepts."""
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_READ:
-            return None
-        return path.read_bytes()
-    except OSError:  # unreadable: fetched anew
-        return None
+    """A cached file's bytes; None when absent, a symlink, larger than any answer read_file accepts or not the
+    user's alone (:func:`kernlock.util.hfenv.read_private`): fetched anew."""
+    return read_private(path, MAX_READ)
 
 
 def show(value: object, limit: int = 80) -> str:

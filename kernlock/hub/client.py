@@ -319,7 +319,7 @@ class Hub:
         try:
             if path.is_symlink():
                 path.unlink()
-            write_bytes_atomic(path, data)
+            write_bytes_atomic(path, data, private=True)
         except OSError as err:
             if not unwritable(err):
                 raise KernlockError(

@@ -29,11 +29,12 @@ from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.lock.schema import INDEX_VERSION
 from kernlock.util.digest import sha256_hex
-from kernlock.util.hfenv import cache_root, private
+from kernlock.util.hfenv import cache_root, private, read_private
 
 __all__ = ["LockView", "prime", "read"]
 
 _HEAD = 4096  # the content-hash line is among the first lines
+_MAX = 256 * 1024 * 1024  # an index holds one environment's part of a lock (kernlock reads locks of any size)
 
 
 class LockView:
@@ -135,9 +136,11 @@ def _current(index: str, path: str, environment: str, key: list[int], recorded: 
     can write); None otherwise."""
     if recorded is None or not private(os.path.dirname(index)):
         return None
+    raw = read_private(index, _MAX)  # an index others could have written is none
+    if raw is None:
+        return None
     try:
-        with open(index, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = json.loads(raw)
         matches = (
             data["index-version"] == INDEX_VERSION
             and data["lock"] == os.path.abspath(path)
@@ -167,4 +170,4 @@ def _save(index: str, path: str, environment: str, key: list[int], recorded: str
     if not private(os.path.dirname(index), create=True):
         return  # a folder others can write: an index there could be forged, so none is kept
     with contextlib.suppress(OSError):
-        write_text_atomic(Path(index), json.dumps(data, separators=(",", ":")))
+        write_text_atomic(Path(index), json.dumps(data, separators=(",", ":")), private=True)

@@ -345,13 +345,13 @@ def _site_dir(project: Path, source: str) -> str:
     import hashlib
 
     from kernlock.util.atomic import write_text_atomic
-    from kernlock.util.hfenv import cache_root, private
+    from kernlock.util.hfenv import cache_root, private, read_private
     from kernlock.util.sharing import kernlock_folder
 
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     beside = project / ".kernlock"
     for runs in (beside / "run", cache_root() / "run"):
-        if private(runs, create=True):
+        if private(runs / digest, create=True):  # the folder Python imports it from, and every folder above
             break
     else:
         raise _error(
@@ -363,6 +363,6 @@ def _site_dir(project: Path, source: str) -> str:
     if runs.parent == beside:
         kernlock_folder(project)  # its .gitignore
     target = runs / digest / "sitecustomize.py"
-    if not target.is_file() or target.read_text() != source:
-        write_text_atomic(target, source)
+    if read_private(target, len(source.encode()) + 1) != source.encode():  # missing, changed or others could write it
+        write_text_atomic(target, source, private=True)
     return str(target.parent)

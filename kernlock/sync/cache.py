@@ -28,7 +28,6 @@ import functools
 import importlib.machinery
 import json
 import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,6 @@ REFUSED = "refused"
 _CHUNK = 1024 * 1024
 _MAX_RECEIPT = 16 * 1024 * 1024
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 #: One record of a receipt: ``{"hash": "sha256:...", "stat": [size, mtime_ns, inode, ctime_ns]}``.
 Record = dict[str, Any]
@@ -305,28 +303,14 @@ def stat_key(st: os.stat_result) -> list[int]:
 
 
 def read_receipt(path: Path) -> dict[str, Any]:
-    """The receipt's file records; {} when it is missing, unreadable, not a regular file or of another version."""
-    try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW | _NONBLOCK)
-    except OSError:  # no receipt (or a symlink, refused by O_NOFOLLOW): the files are hashed instead
+    """The receipt's file records; {} when it is missing, unreadable, not a regular file, not the user's alone
+    (:func:`kernlock.util.hfenv.read_private`) or of another version: the files are then hashed instead."""
+    text = hfenv.read_private(path, _MAX_RECEIPT)
+    if text is None:
         return {}
-    try:  # plain reads of the size fstat gives (a buffered read(16 MiB) costs an allocation of that size per load)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_RECEIPT:
-                return {}
-            text = os.read(fd, st.st_size + 1)
-            while len(text) > st.st_size and len(text) <= _MAX_RECEIPT:  # it grew since the fstat: read to the end
-                more = os.read(fd, _CHUNK)
-                if not more:
-                    break
-                text += more
-        finally:
-            os.close(fd)
-        if len(text) > _MAX_RECEIPT:
-            return {}
+    try:
         data = json.loads(text)
-    except (OSError, ValueError, RecursionError):  # an unreadable receipt only costs a re-hash
+    except (ValueError, RecursionError):  # an unreadable receipt only costs a re-hash
         return {}
     if not isinstance(data, dict) or data.get("receipt-version") != RECEIPT_VERSION:
         return {}
@@ -351,7 +335,7 @@ def write_receipt(
         return  # kernlock's cache is not the user's alone: loads hash instead
     try:
         unlink_symlink(path)
-        write_bytes_atomic(path, json.dumps(data, indent=1).encode())
+        write_bytes_atomic(path, json.dumps(data, indent=1).encode(), private=True)
     except OSError as err:
         if strict or not unwritable(err):
             raise

@@ -12,6 +12,7 @@ from kernlock.lock.model import LockedKernel, LockedVariant
 from kernlock.sync.cache import receipt_path, refusal_path, variant_path
 from kernlock.sync.publish import withdraw
 from kernlock.util.atomic import write_bytes_atomic
+from kernlock.util.hfenv import read_private
 
 __all__ = ["clear", "refusal", "refuse", "refuse_all"]
 
@@ -27,7 +28,7 @@ def refuse(entry: LockedKernel, variant: LockedVariant, cache: Path, reason: str
     record = refusal_path(entry, variant, cache, create=True)
     if record is not None:
         with contextlib.suppress(OSError):  # only the wording of a later load depends on it
-            write_bytes_atomic(record, reason.encode())
+            write_bytes_atomic(record, reason.encode(), private=True)
 
 
 def refuse_all(failures: list[tuple[LockedKernel, LockedVariant, SignatureError]], cache: Path) -> None:
@@ -45,11 +46,8 @@ def refusal(entry: LockedKernel, variant: LockedVariant, cache: Path) -> str | N
     record = refusal_path(entry, variant, cache)
     if record is None:
         return None
-    try:
-        with open(record, "rb") as handle:
-            return handle.read(_MAX).decode(errors="replace").strip() or None
-    except OSError:
-        return None
+    text = read_private(record, _MAX)
+    return None if text is None else text.decode(errors="replace").strip() or None
 
 
 def clear(entry: LockedKernel, variant: LockedVariant, cache: Path) -> None:

@@ -102,7 +102,8 @@ class SignatureCheck:
             return _sha(names.under(root, *file.path.split("/")), algorithm)
 
         memo = self._memo(entry, variant, record) if self.remember else None
-        verifier = None if memo is not None and memo.exists() else self._made()  # a bad trusted root: an error
+        known = memo is not None and hfenv.read_private(memo, 0) is not None  # the user's own empty marker
+        verifier = None if known else self._made()  # a bad trusted root: an error
         try:
             metadata = names.under(root, METADATA).read_bytes()
             bundle_path = names.under(root, BUNDLE)
@@ -121,7 +122,7 @@ class SignatureCheck:
             return SignatureError(f"{what}: cannot read its signed files ({err.strerror or err}); {TRUST_FIX}")
         if memo is not None and verifier is not None:
             with contextlib.suppress(OSError):  # only a shortcut
-                write_bytes_atomic(memo, b"")
+                write_bytes_atomic(memo, b"", private=True)
         return None
 
     def _memo(self, entry: LockedKernel, variant: LockedVariant, record: Signature) -> Path | None:

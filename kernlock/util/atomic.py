@@ -6,6 +6,7 @@ import errno
 import os
 from pathlib import Path
 
+from kernlock.util.hfenv import make_private
 from kernlock.util.sharing import make_folder
 
 __all__ = ["unwritable", "write_bytes_atomic", "write_text_atomic"]
@@ -33,17 +34,22 @@ def _create_temporary(path: Path, mode: int) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True, private: bool = False) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder, fsync'd (unless not ``durable``: a
     cache whose torn file is only re-derived), then renamed.
 
     The file keeps its permissions (a new one gets what a plain open() gives: 0o666 minus the umask), and a symlink
-    keeps pointing where it did: the file it points to is the one replaced. On any error or interrupt the temporary
-    file is removed and ``path`` is left as it was.
+    keeps pointing where it did: the file it points to is the one replaced. ``private``: a record of kernlock's own
+    cache, which steers what is loaded (:func:`kernlock.util.hfenv.read_private` reads it only if the user's alone):
+    the file is 0600 and missing folders 0700, whatever the umask or the file it replaces. On any error or
+    interrupt the temporary file is removed and ``path`` is left as it was.
     """
     path = Path(path).resolve()
-    make_folder(path.parent)  # group-shareable below a group-writable folder (kernlock.util.sharing)
-    mode = _old_mode(path)
+    if private:
+        make_private(os.fspath(path.parent))
+    else:
+        make_folder(path.parent)  # group-shareable below a group-writable folder (kernlock.util.sharing)
+    mode = 0o600 if private else _old_mode(path)
     # A replacement is written unreadable to others until it gets the old file's bits; a new file is created with
     # what open() would give it (the kernel applies the umask: no os.umask() round trip, which is process-wide and
     # would briefly change the mode of files other threads create).
@@ -62,9 +68,9 @@ def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None
         raise
 
 
-def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+def write_text_atomic(path: Path, text: str, *, durable: bool = True, private: bool = False) -> None:
     """Write ``text`` (UTF-8) atomically (see :func:`write_bytes_atomic`)."""
-    write_bytes_atomic(path, text.encode(), durable=durable)
+    write_bytes_atomic(path, text.encode(), durable=durable, private=private)
 
 
 #: Why a write to a cache can fail that is not kernlock's to fix: the cache (or that path in it) is read-only,

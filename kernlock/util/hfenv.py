@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["cache_root", "hub_cache", "offline", "private", "repo_folder"]
+__all__ = ["cache_root", "hub_cache", "make_private", "offline", "private", "read_private", "repo_folder"]
 
 
 def hub_cache() -> str:
@@ -65,7 +65,7 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
         return True
     try:
         if create:
-            _make_private(os.path.abspath(folder))
+            make_private(os.path.abspath(folder))
         path = os.path.realpath(folder)
         owners = (os.geteuid(), 0)
         leaf = True
@@ -84,6 +84,45 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
     if stamps is not None and len(_PRIVATE) < 64:
         _PRIVATE[key] = stamps
     return True
+
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def read_private(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file only this user (or root) can change: theirs, and writable
+    by no group or other user. None when it is missing, a symlink, larger than ``limit`` bytes, or could have been
+    written by someone else: a record kept in a private folder that others may enter (0755) is still theirs to
+    rewrite when a umask of 002 made it 0664 (kernlock writes its own 0600:
+    :func:`kernlock.util.atomic.write_bytes_atomic` with ``private``). One open, one fstat, plain reads of the size
+    found (a buffered read of ``limit`` bytes would allocate that much for every small record)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_size > limit or not _alone(found):
+            return None
+        data = os.read(fd, found.st_size + 1)
+        while len(data) > found.st_size and len(data) <= limit:  # it grew since the fstat: read to the end
+            more = os.read(fd, 1 << 20)
+            if not more:
+                break
+            data += more
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def _alone(found: os.stat_result) -> bool:
+    """Whether only this user (or root) can change the file or folder ``found`` describes (not its entries'
+    names: see :func:`private`)."""
+    if not hasattr(os, "geteuid"):  # Windows: access is ACLs, not mode bits
+        return True
+    return found.st_uid in (os.geteuid(), 0) and not found.st_mode & 0o022
 
 
 #: Folders found private in this process -> the stamps of the folder and the one holding it then. Only their
@@ -106,7 +145,7 @@ def _stamps(folder: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     )
 
 
-def _make_private(folder: str) -> None:
+def make_private(folder: str) -> None:
     """Create ``folder`` and any missing folder above it with mode 0700 (os.makedirs gives a mode to the last)."""
     missing = []
     while not os.path.isdir(folder) and os.path.dirname(folder) != folder:

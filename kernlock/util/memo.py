@@ -31,6 +31,7 @@ from kernlock.util.digest import sha256_hex
 __all__ = ["Identity", "identities", "identity", "installed", "recall", "remember"]
 
 _VERSION = 1
+_MAX = 16 * 1024 * 1024  # an answer's file: its answer and the identities of the files it read
 #: What moves the caches, the offline switch or the trusted root (the answers' files are named in them).
 _VARIABLES = (
     *("HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"),
@@ -67,9 +68,11 @@ def recall(kind: str, key: Iterable[str]) -> Any:
     if not hfenv.private(_folder()):
         return None
     text = _key(kind, key)
+    raw = hfenv.read_private(_file(kind, text), _MAX)  # an answer others could have written is none
+    if raw is None:
+        return None
     try:
-        with open(_file(kind, text), encoding="utf-8") as handle:
-            kept = json.load(handle)
+        kept = json.loads(raw)
         if kept["version"] != _VERSION or kept["kernlock"] != __version__ or kept["key"] != text:
             return None
         files: dict[str, Identity] = kept["files"]
@@ -89,7 +92,7 @@ def remember(kind: str, key: Iterable[str], files: dict[str, Identity], answer: 
 
     kept = {"version": _VERSION, "kernlock": __version__, "key": text, "files": files, "answer": answer}
     with contextlib.suppress(OSError):  # not fsync'd: a file a crash tore fails to parse, and is derived again
-        write_text_atomic(_file(kind, text), json.dumps(kept), durable=False)
+        write_text_atomic(_file(kind, text), json.dumps(kept), durable=False, private=True)
 
 
 def _folder() -> Path:

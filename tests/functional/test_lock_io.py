@@ -385,12 +385,20 @@ def test_a_changed_lock_is_read_again(locked_two_ways: Path, user_env: dict[str,
 
 
 @pytest.mark.parametrize(
-    "unsafe", ["group-writable", pytest.param("another user's", marks=pytest.mark.root), "cache root group-writable"]
+    "unsafe",
+    [
+        "group-writable",
+        pytest.param("another user's", marks=pytest.mark.root),
+        "cache root group-writable",
+        "index file group-writable",
+    ],
 )
 def test_an_index_others_could_write_is_not_trusted(locked_two_ways: Path, user_env: dict[str, str], unsafe: str):
     """A forged index that passes every check (here: the CUDA machine's commit for this machine) is what the next
     process loads when it sits in the user's own cache, which only the user can write; in a folder others can
-    write, it is never read (the entry comes from the lock) and no index is written there."""
+    write, it is never read (the entry comes from the lock) and no index is written there. An index file the group
+    can write (0664, as a umask of 002 makes it, in a folder others may enter) is not read either: it is replaced
+    by the user's own, 0600."""
     lock_path = str(locked_two_ways / "kernels.lock")
     lock = lockfile.read(Path(lock_path))
     commits = {k.requested: k.commit for k in lock.kernels}
@@ -405,10 +413,17 @@ def test_an_index_others_could_write_is_not_trusted(locked_two_ways: Path, user_
         (root / "lock-index").chmod(0o775)
     elif unsafe == "another user's":
         give_away(root / "lock-index")
+    elif unsafe == "index file group-writable":
+        (root / "lock-index").chmod(0o755)
+        index.chmod(0o664)
     else:
         root.chmod(0o777)
     assert lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV).commit == commits["v1"]
-    assert json.loads(index.read_text())["kernel"][0]["commit"] == commits["v2"]  # not rewritten there either
+    if unsafe == "index file group-writable":
+        assert json.loads(index.read_text())["kernel"][0]["commit"] == commits["v1"]
+        assert index.stat().st_mode & 0o777 == 0o600
+    else:
+        assert json.loads(index.read_text())["kernel"][0]["commit"] == commits["v2"]  # not rewritten there either
 
 
 def test_a_damaged_index_is_ignored(locked_two_ways: Path, user_env: dict[str, str]):

@@ -17,6 +17,7 @@ import json
 import os
 import py_compile
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -294,12 +295,15 @@ def test_rewrite_with_restored_mtime_is_caught_by_the_receipt(synced: Project):
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("forged", ["in the shared kernel cache", "in a group-writable kernlock cache"])
+@pytest.mark.parametrize(
+    "forged", ["in the shared kernel cache", "in a group-writable kernlock cache", "in a receipt the group can write"]
+)
 def test_a_swapped_file_with_a_forged_receipt_is_refused(synced: Project, forged: str):
     """Someone who can write a shared kernel cache swaps a file and writes a receipt that vouches for its new stat.
     Receipts live in kernlock's own cache, which only the user can write: one in the kernel cache (where receipts
-    used to be) vouches for nothing, and one in a kernlock cache others can write is never read. The load hashes
-    the file and refuses it."""
+    used to be) vouches for nothing, one in a kernlock cache others can write is never read, nor is a receipt file
+    others can write (a receipts folder others may enter, 0755, with a receipt a umask of 002 made 0664). The load
+    hashes the file and refuses it."""
     p = synced
     receipt = receipt_file(p.entry, p.variant, p.cache)
     assert p.cache not in receipt.parents
@@ -316,11 +320,40 @@ def test_a_swapped_file_with_a_forged_receipt_is_refused(synced: Project, forged
         old.mkdir(parents=True)
         (old / f"{p.variant.name}.json").write_text(json.dumps(data))
         receipt.unlink()
-    else:
+    elif forged == "in a group-writable kernlock cache":
         receipt.write_text(json.dumps(data))
         receipt.parents[3].chmod(0o775)  # {kernlock cache}/receipts
+    else:
+        receipt.parents[3].chmod(0o755)  # {kernlock cache}/receipts: still only the user can add or remove entries
+        receipt.chmod(0o664)
+        receipt.write_text(json.dumps(data))  # rewritten in place, as the group could
     assert not syncing.is_synced(p.entry, p.variant, p.cache)
     assert "does not match kernels.lock" in p.assert_refused(p.load(), "__init__.py")
+
+
+@pytest.mark.subprocess
+def test_receipts_written_with_a_group_umask_are_the_users_alone_and_vouch(locked: Project):
+    """A user whose umask is 002 (a cluster's team folders) syncs: everything kernlock keeps in its own cache
+    (receipts, the lock index, Hub answers, remembered answers) is the user's alone, files 0600 and folders 0700 (the
+    group could otherwise rewrite a record in place), and a load takes the files on the receipt's word."""
+    p = locked
+    done = subprocess.run(
+        [sys.executable, "-m", "kernlock", "sync", "--project", str(p.project)],
+        env=p.env,
+        capture_output=True,
+        text=True,
+        umask=0o002,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    receipt = receipt_file(p.entry, p.variant, p.cache)
+    assert stat.S_IMODE(receipt.stat().st_mode) == 0o600
+    own = Path(p.env["KERNLOCK_CACHE"])
+    modes = {str(path.relative_to(own)): stat.S_IMODE(path.lstat().st_mode) for path in own.rglob("*")}
+    assert {"receipts", "lock-index", "hub", "answers"} <= {name.split("/")[0] for name in modes}, sorted(modes)
+    assert {name: mode for name, mode in modes.items() if mode & 0o077} == {}
+    assert syncing.is_synced(p.entry, p.variant, p.cache)  # stat calls alone: the receipt vouches for every file
+    p.assert_loaded(p.load())
 
 
 @pytest.mark.slow
