@@ -272,11 +272,10 @@ def sync(
             raise click.UsageError("--from installs kernels.lock as it is: drop --locked, --frozen and --offline.")
         cli_output.print_sync(api.sync_from(project_dir, from_bundle, all_environments=all_environments))
         return
-    if not (all_environments or offline):  # an identical sync found everything in place and nothing changed since
-        found = api.synced(project_dir, frozen=frozen)
-        if found is not None:
-            cli_output.print_synced(found)
-            return
+    found = api.synced(project_dir, frozen=frozen, all_environments=all_environments, offline=offline)
+    if found is not None:  # an identical sync found everything in place and nothing changed since
+        cli_output.print_synced(found)
+        return
     report = api.sync(project_dir, all_environments=all_environments, locked=locked, frozen=frozen, offline=offline)
     cli_output.print_sync(report)
 

@@ -98,7 +98,7 @@ def sync(
     interrupt.reset()
     offline = offline or hfenv.offline()
     where = projects.locate(root)
-    remembered = not offline and not all_environments  # what `unchanged.synced` answers for
+    remembered = unchanged.remembers_sync(all_environments=all_environments, offline=offline)
     files = unchanged.project_files(where) if remembered else {}
     project = projects.load(where)
     trusted_root = project.signatures.trusted_root_path(project.root)

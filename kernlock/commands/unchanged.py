@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernlock.errors import ProjectError
 from kernlock.project.location import PYPROJECT, locate
-from kernlock.util import memo
+from kernlock.util import hfenv, memo
 from kernlock.util.names import LOCK_NAME
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "remember_lock_check",
     "remember_show",
     "remember_sync",
+    "remembers_sync",
     "shown",
     "sync_files",
     "synced",
@@ -69,9 +70,17 @@ def remember_lock_check(root: Path, files: dict[str, memo.Identity]) -> None:
     memo.remember("lock-check", [str(root)], files, True)
 
 
-def synced(root: Path | None, *, frozen: bool) -> Synced | None:
+def remembers_sync(*, all_environments: bool, offline: bool) -> bool:
+    """Whether a `sync` with these options keeps (and is answered from) its answer: not `--all-environments` nor an
+    offline one (`--offline`, ``HF_HUB_OFFLINE``), which always check the cache."""
+    return not (all_environments or offline or hfenv.offline())
+
+
+def synced(root: Path | None, *, frozen: bool, all_environments: bool = False, offline: bool = False) -> Synced | None:
     """What an identical `sync` (``frozen``: `sync --frozen`) found when nothing it read has changed since, else
-    None (the sync must run)."""
+    None (the sync must run; always for one that :func:`remembers_sync` says checks every time)."""
+    if not remembers_sync(all_environments=all_environments, offline=offline):
+        return None
     where = _where(root)
     kept = memo.recall(_sync_kind(frozen), [where]) if where is not None else None
     try:
