@@ -355,10 +355,10 @@ def _site_dir(project: Path, source: str) -> str:
             break
     else:
         raise _error(
-            f"cannot keep `kernlock run`'s sitecustomize.py in {beside} or {runs}: they cannot be created, or they "
-            "are not this user's alone (another user owns them, or a group or others can write them, and the "
-            "program would run code from them). Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` the "
-            "project folder and the folders above it."
+            f"cannot keep `kernlock run`'s sitecustomize.py in {beside / 'run' / digest} or {runs / digest}: they "
+            "cannot be created, or they are not this user's alone (another user owns them or a folder above them, "
+            "or a group or others can write them, and the program would run code from them). Point KERNLOCK_CACHE "
+            "at a folder of your own, or `chmod go-w` those folders and the folders above them."
         )
     if runs.parent == beside:
         kernlock_folder(project)  # its .gitignore

@@ -440,6 +440,26 @@ def test_kernlock_run_refuses_a_cache_others_can_write(rt: Runtime, tmp_path: Pa
     assert not list(shared.rglob("*.py"))
 
 
+@pytest.mark.binds
+def test_kernlock_run_never_runs_a_sitecustomize_the_group_could_write(rt: Runtime):
+    """A sitecustomize.py that `kernlock run` wrote beside the lock, in a folder a umask of 002 left group-writable
+    (an earlier kernlock) and rewritten there as a group member could: the next `kernlock run` does not run it,
+    and the one it runs instead is the user's alone (0600, in a folder that is 0700)."""
+    show = "import os; print('ran', os.environ['PYTHONPATH'].split(os.pathsep)[0])"  # where its sitecustomize is
+    argv = [sys.executable, "-m", "kernlock", "run", "--", sys.executable, "-c", show]
+    first = rt.run_argv(argv)
+    assert first.returncode == 0 and "ran" in first.stdout, first.stderr
+    (planted,) = (rt.project / ".kernlock" / "run").glob("*/sitecustomize.py")
+    planted.parent.chmod(0o775)
+    planted.chmod(0o664)
+    planted.write_text("print('PWNED')\n")
+    again = rt.run_argv(argv)
+    assert again.returncode == 0 and "ran" in again.stdout and "PWNED" not in again.stdout, again.stderr
+    used = Path(again.stdout.split("ran ", 1)[1].strip()) / "sitecustomize.py"
+    assert used != planted and used.read_text() != "print('PWNED')\n"
+    assert (used.stat().st_mode & 0o777, used.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+
+
 # -- activation itself -------------------------------------------------------------------------------------------
 
 
