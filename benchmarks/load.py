@@ -21,7 +21,8 @@ verification). The activated first-process row is shown twice: with the lock ind
 after a lock change that no sync indexed, which parses the whole lock once).
 
 Goals (issue 32): activated loads make 0 requests and take <= 1.1x the floor; the first load, everything kernlock
-adds included, <= 1.1x the floor's first load with the lock index warm and <= 1.2x with it cold.
+adds included, <= 1.1x the floor's first load with the lock index warm and <= 1.2x with it cold. A last line gives
+the spread of those ratios round by round (quartiles), which says how far one run's medians can move.
 """
 
 from __future__ import annotations
@@ -203,7 +204,29 @@ def _print(
         f"({ours / floor:.2f}x), first load <= 1.1x the floor's with the index warm ({warm:.2f}x), <= 1.2x cold "
         f"({cold:.2f}x): {'PASS' if ok else 'FAIL'}"
     )
+    per_load = _spread(results, "activated", _per_load)
+    warm_spread, cold_spread = (_spread(results, way, _first_load) for way in ("activated", "activated, index cold"))
+    print(
+        f"spread: the same ratios round by round (the quartiles of {args.repeats} rounds, each way against the floor "
+        f"of its round): per load {per_load}, first load {warm_spread} warm, {cold_spread} cold"
+    )
     return 0 if ok else 1
+
+
+def _per_load(run: dict) -> float:
+    return statistics.median(run["loads"][1:])
+
+
+def _first_load(run: dict) -> float:
+    return run["activate"] + run["import"] + run["loads"][0]
+
+
+def _spread(results: dict[str, list[dict]], way: str, pick) -> str:
+    """The lower and upper quartile of ``way``'s ratio to the floor, round by round (a round runs one process of
+    each way, so both sides of a ratio ran minutes apart at most): how far one run's median ratio can move."""
+    ratios = [pick(ours) / pick(floor) for ours, floor in zip(results[way], results["floor"], strict=True)]
+    low, _middle, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return f"{low:.2f}-{high:.2f}x"
 
 
 if __name__ == "__main__":
