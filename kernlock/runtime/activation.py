@@ -344,11 +344,12 @@ def _site_dir(project: Path, source: str) -> str:
     atomically): ``.kernlock/run/`` beside the lock when that folder is this user's alone, else kernlock's cache."""
     import hashlib
 
-    from kernlock.util.atomic import write_text_atomic
+    from kernlock.util.atomic import write_bytes_atomic
     from kernlock.util.hfenv import cache_root, private, read_private
     from kernlock.util.sharing import kernlock_folder
 
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    data = source.encode()
+    digest = hashlib.sha256(data).hexdigest()[:16]
     beside = project / ".kernlock"
     for runs in (beside / "run", cache_root() / "run"):
         if private(runs / digest, create=True):  # the folder Python imports it from, and every folder above
@@ -363,6 +364,6 @@ def _site_dir(project: Path, source: str) -> str:
     if runs.parent == beside:
         kernlock_folder(project)  # its .gitignore
     target = runs / digest / "sitecustomize.py"
-    if read_private(target, len(source.encode()) + 1) != source.encode():  # missing, changed or others could write it
-        write_text_atomic(target, source, private=True)
+    if read_private(target, len(data)) != data:  # missing, changed or others could write it
+        write_bytes_atomic(target, data, private=True)
     return str(target.parent)
