@@ -190,7 +190,7 @@ def _print(
         runs = results[way]
         parts = [median(runs, lambda r: r["activate"]), median(runs, lambda r: r["import"])]
         parts.append(median(runs, lambda r: r["loads"][0]))
-        total = median(runs, lambda r: r["activate"] + r["import"] + r["loads"][0])
+        total = median(runs, _first_load)
         first[way] = total / base
         cells = "".join(f"{value * 1000:>10.2f}" for value in (*parts, total))
         print(f"{name:34}{cells}{total / base:>9.2f}x")
