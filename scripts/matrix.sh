@@ -5,7 +5,7 @@
 # Python, pip's resolver beside every set).
 #   bash scripts/matrix.sh            # every set
 #   bash scripts/matrix.sh A E        # only these sets (and no cross-set tests unless every set was built)
-# scripts/test.sh runs it after the main suite; KERNLOCK_MATRIX=0 skips it there.
+# scripts/test.sh runs it beside the main suite; KERNLOCK_MATRIX=0 skips it there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/bootstrap.sh
@@ -62,6 +62,7 @@ v = m.version("torch")
 assert v.endswith("+cpu"), f"torch {v} is not the CPU build: check --find-links"
 EOF
   fi
+  "$venv/bin/python" -m compileall -q kernlock  # kernlock's bytecode for this Python (an editable install has none)
   built=$(since "$t0")
   versions=$("$venv/bin/python" -c 'import importlib.metadata as m, sys
 def v(n):

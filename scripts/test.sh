@@ -9,11 +9,14 @@ bash scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy --strict kernlock
+# kernlock's bytecode, as a pip-installed user has it (an editable install compiles nothing, and with
+# PYTHONDONTWRITEBYTECODE=1 every process the tests start would compile kernlock's modules again: ~0.1 s each).
+.venv/bin/python -m compileall -q kernlock
 if [ $# -gt 0 ] || [ "${KERNLOCK_MATRIX:-1}" = 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"
 fi
-# The matrix (building its venvs with uv, then its tests) runs beside the main suite and finishes well before it.
-# Its output follows the suite's.
+# The matrix (building its venvs with uv, then its tests) runs beside the tests below and finishes before them.
+# Its output follows theirs.
 .venv/bin/python -m pip install -q --disable-pip-version-check uv
 log=$(mktemp)
 # Its own process group (setsid -w: waits, passes the exit status on), so that an interrupt stops all of it.
@@ -21,12 +24,12 @@ setsid -w bash scripts/matrix.sh >"$log" 2>&1 &
 matrix=$!
 trap 'kill -- -$matrix 2>/dev/null || kill $matrix 2>/dev/null || true; rm -f "$log"' EXIT
 status=0
-# The suite on every core (pytest-xdist), each test file whole in one worker, in its order (test_fuzz's budget check
-# and the module-scoped fixtures expect that); the matrix shares the cores for its first minutes. Then, one at a
-# time, the tests marked binds: a `kernlock run` binds this Python environment while it lasts, so a test beside it
-# in another worker would load under its lock (tests/conftest.py checks the marker).
-.venv/bin/python -m pytest -q -n auto --dist loadfile -m "not binds" || status=$?
+# First, one at a time beside the matrix (which has venvs of its own), the tests marked binds: a `kernlock run` binds
+# this Python environment while it lasts, so a test beside it in another worker would load under its lock
+# (tests/conftest.py checks the marker). Then the rest on every core (pytest-xdist), each test file whole in one
+# worker, in its order (test_fuzz's budget check and the module-scoped fixtures expect that).
 .venv/bin/python -m pytest -q -p no:cacheprovider -m binds || status=$?
+.venv/bin/python -m pytest -q -n auto --dist loadfile -m "not binds" || status=$?
 matrix_status=0
 wait $matrix || matrix_status=$?
 echo "== compatibility matrix (run beside the main suite, scripts/matrix.sh) =="
