@@ -10,7 +10,6 @@ imports ``kernels`` except the probe of a machine whose torch is already importe
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -20,7 +19,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from kernlock.environments import facts as optional
-from kernlock.errors import EnvironmentStringError, NoEnvironmentError
+from kernlock.environments.machine import platform_parts, torch_environment
+from kernlock.errors import EnvironmentStringError
 from kernlock.variants import grammar as variants
 from kernlock.variants import rule as variant_rule
 from kernlock.variants import types as variant_types
@@ -231,7 +231,7 @@ def detect() -> Environment:
     plugins, macOS, torch < 2.7) take the full path. A test checks that both paths agree.
     """
     name = None if "torch" in sys.modules else _detect_from_version_file()
-    return Environment.parse(name or _detect_with_torch())
+    return Environment.parse(name or torch_environment())
 
 
 def detect_with_facts() -> Environment:
@@ -241,47 +241,12 @@ def detect_with_facts() -> Environment:
     return Environment(name=env.name, extras=optional.detect(env.backend, env.os))
 
 
-def _platform() -> tuple[str, str]:
-    """(cpu, os) as the loader names them. ``os.uname()`` is what ``platform.machine()``/``system()`` read on
-    POSIX; the ``platform`` module (~10 ms to import and ask) is used on Windows only."""
-    if sys.platform == "win32":
-        import platform
-
-        cpu, system = platform.machine(), platform.system().lower()
-    else:
-        uname = os.uname()
-        cpu, system = uname.machine, uname.sysname.lower()
-    if system == "darwin":
-        cpu = "aarch64" if cpu == "arm64" else cpu
-    elif system == "windows":
-        cpu = "x86_64" if cpu == "AMD64" else cpu
-    return cpu, system
-
-
-def _detect_with_torch() -> str:
-    try:
-        import torch
-    except ImportError as err:
-        raise NoEnvironmentError(
-            "cannot detect this environment: torch is not installed. Install torch, or declare "
-            "`environments = [...]` in [tool.kernlock]."
-        ) from err
-    from kernels.backends import _backend
-
-    version = Version(torch.__version__.split("+")[0])
-    cpu, system = _platform()
-    abi = ""
-    if system == "linux":
-        abi = "-cxx11" if torch.compiled_with_cxx11_abi() else "-cxx98"
-    return f"torch{version.major}{version.minor}{abi}-{_backend().variant_str}-{cpu}-{system}"
-
-
 _PLUGINS = ("torch_neuronx", "torch_tpu", "torch_npu", "torch_xla")
 
 
 def _detect_from_version_file() -> str | None:
     """The environment from ``torch/version.py`` alone (Linux, torch >= 2.7, no accelerator plugin), else None."""
-    cpu, system = _platform()
+    cpu, system = platform_parts()
     spec = importlib.util.find_spec("torch")
     if system != "linux" or spec is None or not spec.submodule_search_locations:
         return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -108,11 +109,27 @@ def _current() -> _State:
 
             settings = activated.settings()
             assert settings is not None
-            environment = _detect()
+            environment = _machine()
             view = lockindex.read(settings.lockfile, environment)  # this environment's entries only
+            if environment not in view.environments:  # explained by the full detection (or confirmed)
+                environment = _detect()
+                view = lockindex.read(settings.lockfile, environment)
             _state = _State(activated.generation, view, environment, _backend_name())
             _warn_local_overrides(_state)
         return _state
+
+
+def _machine() -> str:
+    """This machine's environment string as the loader names it: straight from the imported torch (no variant
+    grammar imported; a string the lock names is valid), else :func:`_detect`."""
+    if "torch" in sys.modules:
+        from kernlock.environments.machine import torch_environment
+
+        try:
+            return torch_environment()
+        except Exception:  # the full detection says what is wrong
+            pass
+    return _detect()
 
 
 def _detect() -> str:

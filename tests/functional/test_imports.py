@@ -283,16 +283,18 @@ def test_a_command_that_fetches_imports_the_network_stack(user_env: dict[str, st
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_detection_without_importing_torch_agrees_with_torch_itself() -> None:
-    """The CLI reads torch/version.py instead of importing torch; both paths must name the same environment."""
+    """The CLI reads torch/version.py instead of importing torch, run-time activation asks the imported torch
+    without the variant grammar (kernlock.environments.machine); every path must name the same environment."""
     import subprocess
     import sys
 
     code = (
         "import sys\n"
-        "from kernlock.environments.environment import _detect_from_version_file, _detect_with_torch\n"
+        "from kernlock.environments.environment import _detect_from_version_file\n"
+        "from kernlock.environments.machine import torch_environment\n"
         "fast = _detect_from_version_file()\n"
         "assert 'torch' not in sys.modules, 'the fast path imported torch'\n"
-        "print(fast, _detect_with_torch())\n"
+        "print(fast, torch_environment())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == out[1] == str(detect())
