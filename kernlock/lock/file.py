@@ -43,7 +43,6 @@ __all__ = [
     "content_hash",
     "damaged",
     "dumps",
-    "entry_from_table",
     "entry_table",
     "facts_document",
     "has_conflict_markers",
@@ -55,11 +54,6 @@ __all__ = [
     "read_text",
     "write",
 ]
-
-
-def entry_from_table(data: Any, where: str) -> LockedKernel:
-    """An entry from its table (see :func:`entry_table`), validated as a lock's entries are (LockError)."""
-    return _Validator("", where).kernel(data, 0)
 
 
 def write(path: Path, lock: Lock) -> None:

@@ -7,7 +7,9 @@ read whole, :func:`kernlock.lock.file.read`) and writes
 ``{kernlock cache}/lock-index/<key>.json``: the lock's environments and repos, and this environment's entries
 (each cut down to this environment's variant). Every later activation checks that index against the lock's
 ``stat`` (size, mtime, inode, ctime: any write changes one) and the ``content-hash`` line at its top, and builds
-only those entries, validated as a lock's entries are: the cost is flat in the size of the lock. ``kernlock sync``
+only those entries (:func:`kernlock.lock.model.entry_from_index`: every part a path is built from and each entry's
+shape checked again; the variant grammar and the loader's rule were checked when the lock was read, and a load does
+not import them): the cost is flat in the size of the lock. ``kernlock sync``
 writes the index of each environment it synced (:func:`prime`), so that the first process after it parses no lock
 either.
 
@@ -24,9 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import LockError
-from kernlock.lock import file as lockfile
-from kernlock.lock.model import Lock, LockedKernel
+from kernlock.lock.model import Lock, LockedKernel, entry_from_index
 from kernlock.lock.schema import INDEX_VERSION
 from kernlock.util.digest import sha256_hex
 from kernlock.util.hfenv import cache_root, private, read_private
@@ -63,10 +63,12 @@ def read(path: str, environment: str) -> LockView:
     data = _current(index, path, environment, key, recorded)
     if data is not None:
         try:
-            entries = [lockfile.entry_from_table(table, path) for table in data["kernel"]]
+            entries = [entry_from_index(table) for table in data["kernel"]]
             return LockView(environment, tuple(data["environments"]), list(data["repos"]), entries)
-        except (ValueError, KeyError, TypeError, LockError):
+        except (ValueError, KeyError, TypeError):
             pass  # an index this kernlock does not read: derive it again
+    from kernlock.lock import file as lockfile  # only when the index does not answer
+
     text = lockfile.read_text(Path(path))
     part = lockfile.loads_environment(text, path, environment) if recorded is not None else None
     if part is not None:  # only this environment's part of the TOML parsed (the whole text's content-hash checked)
@@ -88,6 +90,8 @@ def prime(path: Path, lock: Lock, environments: Iterable[str]) -> None:
     if recorded is None:
         return
     missing = [env for env in environments if _current(_index_path(where, env), where, env, key, recorded) is None]
+    from kernlock.lock import file as lockfile
+
     if missing and lockfile.content_hash(lockfile.dumps(lock)) == recorded:
         for env in missing:
             _save(_index_path(where, env), where, env, key, recorded, _view(lock, env))
@@ -155,6 +159,7 @@ def _current(index: str, path: str, environment: str, key: list[int], recorded: 
 
 def _save(index: str, path: str, environment: str, key: list[int], recorded: str, view: LockView) -> None:
     """Write the index atomically; a cache that cannot be written only costs the next process a full read."""
+    from kernlock.lock import file as lockfile
     from kernlock.util.atomic import write_text_atomic
 
     data = {

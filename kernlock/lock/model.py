@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, key
+from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, fields, key
 from kernlock.util import names
-from kernlock.variants.grammar import RULE
+from kernlock.variants import RULE
 
 __all__ = [
     "DIGEST",
@@ -29,6 +29,7 @@ __all__ = [
     "LockedKernel",
     "LockedVariant",
     "Signature",
+    "entry_from_index",
     "environment_facts",
 ]
 
@@ -78,13 +79,16 @@ def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None
     return parsed.select_variant([variant]) == variant
 
 
-def _check_environments(values: object, what: str) -> tuple[str, ...]:
+def _check_environments(values: object, what: str, *, full: bool = True) -> tuple[str, ...]:
+    """A non-empty tuple of distinct environment strings (``full``: each one a valid environment string, which
+    imports the environment grammar)."""
     _check(isinstance(values, tuple) and bool(values), f"{what}: `environments` is empty")
     assert isinstance(values, tuple)
     for env in values:
         _check(isinstance(env, str), f"{what}: environment {env!r} is not a string")
-        problem = _environment_error(env)
-        _check(problem is None, f"{what}: {problem}")
+        if full:
+            problem = _environment_error(env)
+            _check(problem is None, f"{what}: {problem}")
     _check(len(set(values)) == len(values), f"{what}: an environment is listed twice")
     return values
 
@@ -154,19 +158,31 @@ class LockedVariant:
     files: tuple[LockedFile, ...] = field(metadata=key("files", kind="rows", table=LockedFile, inline=True))
 
     def __post_init__(self) -> None:
+        self._validate(full=True)
+
+    def _validate(self, *, full: bool) -> None:
+        """``full``: everything; else every part a path is built from and the variant's shape, but neither the
+        variant grammar nor the loader's rule (:func:`entry_from_index`), and its files and signature too."""
         names.check_variant_folder(self.name)
-        _check_variant_grammar(self.name)
-        _check_environments(self.environments, f"variant {self.name}")
-        for env in self.environments:
+        if full:
+            _check_variant_grammar(self.name)
+        _check_environments(self.environments, f"variant {self.name}", full=full)
+        for env in self.environments if full else ():
             _check(_loads_variant(env, self.name), f"the kernels loader does not load variant {self.name} on {env}")
         _check(
-            bool(self.files) and all(isinstance(f, LockedFile) for f in self.files), f"variant {self.name} has no files"
+            isinstance(self.files, tuple) and bool(self.files) and all(isinstance(f, LockedFile) for f in self.files),
+            f"variant {self.name} has no files",
         )
+        if not full:
+            for locked in self.files:
+                locked.__post_init__()
         _check_file_set(self.name, self.files)
         _check(
             self.signature is None or self.signature == UNSIGNED or isinstance(self.signature, Signature),
             f'variant {self.name}: `signature` must be a table or "unsigned"',
         )
+        if not full and isinstance(self.signature, Signature):
+            self.signature.__post_init__()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -207,16 +223,30 @@ class LockedKernel:
     required_by: tuple[str, ...] = field(default=(), metadata=key("required-by", kind="strings"))
 
     def __post_init__(self) -> None:
+        self._validate(full=True)
+
+    def _validate(self, *, full: bool) -> None:
+        """``full``: everything; else every part a path is built from and the entry's shape, its variants too
+        (:func:`entry_from_index`)."""
         names.check_repo(self.repo)
         names.check_ref(self.requested)
         names.check_ref(self.ref)
         names.check_commit(self.commit)
-        _check_environments(self.environments, self.repo)
-        _check(bool(self.variants) and all(isinstance(v, LockedVariant) for v in self.variants), "no variants")
+        _check_environments(self.environments, self.repo, full=full)
+        _check(
+            isinstance(self.variants, tuple)
+            and bool(self.variants)
+            and all(isinstance(v, LockedVariant) for v in self.variants),
+            "no variants",
+        )
+        if not full:
+            for variant in self.variants:
+                variant._validate(full=False)
         covered = [env for v in self.variants for env in v.environments]
         _check(len(set(covered)) == len(covered), "two variants claim the same environment")
         _check(set(covered) == set(self.environments), "the variants' environments do not match the entry's")
         _check(len({v.name for v in self.variants}) == len(self.variants), "a variant is listed twice")
+        _check(isinstance(self.required_by, tuple), "bad required-by")
         for repo in self.required_by:
             names.check_repo(repo)
         _check(self.repo not in self.required_by, "an entry cannot be required by itself")
@@ -227,6 +257,36 @@ class LockedKernel:
             if env in variant.environments:
                 return variant
         return None
+
+
+def entry_from_index(table: object) -> LockedKernel:
+    """An entry from its table (:func:`kernlock.lock.document.entry_table`) in the run-time index
+    (:mod:`kernlock.lock.index`), which kernlock wrote from a lock it had read in full and keeps where only this
+    user can write. Every part a path is built from and the entry's shape are checked again; the variant grammar
+    and the loader's rule, checked when the lock was read, are not (a load would import them: ~5 ms). ValueError,
+    KeyError or TypeError for a table that is not such an entry."""
+    entry = _restored(LockedKernel, table)
+    assert isinstance(entry, LockedKernel)
+    entry._validate(full=False)
+    return entry
+
+
+def _restored(cls: type, table: object) -> object:
+    """An instance of model class ``cls`` from its table, built field by field as the schema declares them, without
+    ``__post_init__``'s checks (the caller runs the ones it needs)."""
+    if not isinstance(table, dict):
+        raise ValueError(f"not a table: {table!r}")
+    made: object = object.__new__(cls)
+    for spec in fields(cls):
+        value = table[spec.key] if spec.key in table or not spec.optional else spec.default
+        if spec.kind in ("tables", "rows", "strings"):
+            if not isinstance(value, list | tuple):
+                raise ValueError(f"`{spec.key}` is not a list")
+            value = tuple(_restored(spec.table, item) for item in value) if spec.table else tuple(value)
+        elif spec.kind == "signature" and isinstance(value, dict):
+            value = _restored(Signature, value)
+        object.__setattr__(made, spec.attr, value)  # how a frozen dataclass's own __init__ sets its fields
+    return made
 
 
 #: One environment's declared facts, as ``(name, ((key, value), ...))`` in the pyproject form (values are strings,

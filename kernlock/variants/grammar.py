@@ -27,6 +27,7 @@ from functools import cached_property
 
 from packaging.version import Version
 
+from kernlock.variants import RULE
 from kernlock.variants.types import (
     FIXED_BACKENDS,
     VERSIONED_BACKENDS,
@@ -57,8 +58,6 @@ __all__ = [
     "token_kind",
 ]
 
-#: The loader generation whose selection rule :func:`kernlock.variants.rule.accepted_variants` follows.
-RULE = "kernels-0.17"
 
 #: Metal builds use ``-std=metal4.0``, which needs macOS 26 or later (kernels' ``_METAL_MIN_MACOS_VERSION``).
 METAL_MIN_MACOS = Version("26.0")

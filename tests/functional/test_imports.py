@@ -215,7 +215,15 @@ def test_activation_and_lock_check_import_no_sigstore(synced: dict[str, str], pr
     done, modules = run_cli_imports("lock", "--check", env=synced, cwd=project, out=tmp_path / "check.txt")
     assert done.returncode == 0, done.stderr
     assert not {"sigstore", "kernlock.signing.bundle", "kernlock.signing.locktime"} & modules
-    out = tmp_path / "activate.txt"
+    loaded = _modules_of_a_load(synced, project, tmp_path / "activate.txt")
+    assert (
+        "kernlock.activate" in loaded
+        and not {"sigstore", "kernlock.signing.bundle", "kernlock.sync.signatures"} & loaded
+    )
+
+
+def _modules_of_a_load(env: dict[str, str], project: Path, out: Path) -> set[str]:
+    """The modules a process holds after ``import kernlock.activate`` and one kernel load through it."""
     code = (
         "import sys, kernlock.activate, kernels\n"
         "kernels.get_kernel('kernels-community/activation', version=1)\n"
@@ -224,13 +232,27 @@ def test_activation_and_lock_check_import_no_sigstore(synced: dict[str, str], pr
     import subprocess
     import sys
 
-    child = subprocess.run([sys.executable, "-c", code], env=synced, cwd=project, capture_output=True, text=True)
+    child = subprocess.run([sys.executable, "-c", code], env=env, cwd=project, capture_output=True, text=True)
     assert child.returncode == 0, child.stderr[-3000:]
-    loaded = set(out.read_text().split("\n"))
-    assert (
-        "kernlock.activate" in loaded
-        and not {"sigstore", "kernlock.signing.bundle", "kernlock.sync.signatures"} & loaded
-    )
+    return set(out.read_text().split("\n"))
+
+
+def test_a_load_after_sync_imports_neither_the_lock_reader_nor_the_variant_grammar(
+    synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """After `kernlock sync` (which indexes the lock), a load reads its entries from the index: the TOML reader,
+    the variant grammar and the environment parser (checked when the lock was read) are not imported (~5 ms)."""
+    loaded = _modules_of_a_load(synced, project, tmp_path / "activate.txt")
+    assert "kernlock.lock.index" in loaded and "kernlock.sync.integrity" in loaded  # it did read and check
+    heavy = {
+        "kernlock.lock.file",
+        "kernlock.lock.document",
+        "kernlock.variants.grammar",
+        "kernlock.variants.types",
+        "kernlock.environments.environment",
+        "kernlock.environments.facts",
+    }
+    assert sorted(heavy & loaded) == []
 
 
 def test_a_sync_with_something_to_fetch_fans_out(user_env: dict[str, str], project: Path, tmp_path: Path):

@@ -31,7 +31,7 @@ from kernlock import api
 from kernlock.lock import file as lockfile
 from kernlock.lock import index as lockindex
 from kernlock.lock import schema
-from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant, entry_from_index
 from kernlock.testing import HubServer
 from kernlock.util import tomlwrite
 
@@ -442,6 +442,51 @@ def test_a_damaged_index_is_ignored(locked_two_ways: Path, user_env: dict[str, s
     assert entry is not None and all(".." not in f.path for v in entry.variants for f in v.files)
     os.utime(lock_path)  # a touched lock: stat changed, read again
     assert lockindex.read(lock_path, CPU_ENV).repos == good.repos
+
+
+#: Index edits that would build a path outside the cache, or are no entry at all: each makes the index unread.
+UNREADABLE_INDEX_ENTRIES = {
+    "repo climbs out": lambda k: k.update(repo="../../outside"),
+    "commit not hex": lambda k: k.update(commit="../" + k["commit"][3:]),
+    "ref with a space": lambda k: k.update(ref="v1 x"),
+    "variant folder climbs out": lambda k: k["variant"][0].update(name="../torch-cpu"),
+    "file path absolute": lambda k: k["variant"][0]["files"][0].update(path="/etc/passwd"),
+    "file hash not hex": lambda k: k["variant"][0]["files"][0].update(hash="sha256:../../x"),
+    "file size a string": lambda k: k["variant"][0]["files"][0].update(size="12"),
+    "a file listed twice": lambda k: k["variant"][0]["files"].append(dict(k["variant"][0]["files"][0])),
+    "no variants": lambda k: k.update(variant=[]),
+    "environments a string": lambda k: k.update(environments=CPU_ENV),
+    "a key missing": lambda k: k.pop("commit"),
+    "signature not a table": lambda k: k["variant"][0].update(signature=3),
+}
+
+
+@pytest.mark.parametrize("edit", list(UNREADABLE_INDEX_ENTRIES), ids=list(UNREADABLE_INDEX_ENTRIES))
+def test_an_index_entry_that_is_no_safe_entry_is_rebuilt_from_the_lock(
+    locked_two_ways: Path, user_env: dict[str, str], edit: str
+):
+    """The index's entries are not checked against the variant grammar again (the lock was, when it was read),
+    but every part a path is built from and each entry's shape are: an index edited to break one is not read, and
+    the entry comes from the lock again (the index is rewritten)."""
+    lock_path = str(locked_two_ways / "kernels.lock")
+    good = lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV)
+    (index,) = (Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir()
+    data = json.loads(index.read_text())
+    UNREADABLE_INDEX_ENTRIES[edit](data["kernel"][0])
+    index.write_text(json.dumps(data))
+    assert lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV) == good
+    assert json.loads(index.read_text())["kernel"][0] == lockfile.entry_table(good)  # the index made again
+
+
+@settings(CHECKS, max_examples=80)
+@given(valid_locks())
+def test_an_index_entry_reads_back_as_the_lock_entry_it_was_made_from(lock: Lock):
+    """The run-time index's light read of an entry (no variant grammar) gives exactly the entry the lock's strict
+    read gives, for every lock the fuzz generator draws and each of its environments."""
+    for env in lock.environments:
+        for entry in lockindex._view(lock, env)._entries.values():
+            table = json.loads(json.dumps(lockfile.entry_table(entry)))  # as the index file holds it
+            assert entry_from_index(table) == entry
 
 
 def _environment_view(text: str, env: str) -> tuple[tuple[str, ...], list[str], list[LockedKernel]] | None:
