@@ -163,13 +163,21 @@ def refusal_path(
 def _kept(
     root: Path, entry: LockedKernel, variant: LockedVariant, cache: Path | None, suffix: str, create: bool
 ) -> Path | None:
-    """A record about a variant of the kernel cache ``cache``, kept in kernlock's own cache below ``root``."""
+    """A record about a variant of the kernel cache ``cache``, kept in kernlock's own cache below ``root``.
+
+    Its parts are checked names (no ``..``, no separator), and below a private ``root`` only the user can put
+    anything, so a path to read or remove is built as it is (a load reads one; the record itself is read with
+    :func:`kernlock.util.hfenv.read_private`, which never follows a symlink and takes only the user's own file). A
+    path to write (``create``) is proven below ``root`` first: a symlink the user planted among its folders gets
+    no record (every file is then hashed)."""
     if not hfenv.private(root, create=create):
         return None
-    key = _cache_key(os.path.abspath(cache or cache_dir()))
+    parts = (_cache_key(os.path.abspath(cache or cache_dir())), hfenv.repo_folder(entry.repo), entry.commit)
+    if not create:
+        return Path(os.path.join(root, *parts, variant.name + suffix))
     try:
-        return names.under(root, key, hfenv.repo_folder(entry.repo), entry.commit, f"{variant.name}{suffix}")
-    except ValueError:  # a symlink the user planted in their own cache: no record (every file is hashed)
+        return names.under(root, *parts, variant.name + suffix)
+    except ValueError:
         return None
 
 
