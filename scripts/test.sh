@@ -8,13 +8,18 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy --strict kernlock
 # kernlock's bytecode, as a pip-installed user has it (an editable install compiles nothing, and with
 # PYTHONDONTWRITEBYTECODE=1 every process the tests start would compile kernlock's modules again: ~0.1 s each).
 .venv/bin/python -m compileall -q kernlock
 if [ $# -gt 0 ] || [ "${KERNLOCK_MATRIX:-1}" = 0 ]; then
+  .venv/bin/mypy --strict kernlock
   exec .venv/bin/python -m pytest -q "$@"
 fi
+# mypy runs beside the tests (its output and verdict come after theirs).
+typed=$(mktemp)
+.venv/bin/mypy --strict kernlock >"$typed" 2>&1 &
+mypy_pid=$!
+trap 'kill $mypy_pid 2>/dev/null || true; rm -f "$typed"' EXIT
 # The matrix (building its venvs with uv, then its tests) runs beside the tests below and finishes before them.
 # Its output follows theirs.
 .venv/bin/python -m pip install -q --disable-pip-version-check uv
@@ -22,7 +27,7 @@ log=$(mktemp)
 # Its own process group (setsid -w: waits, passes the exit status on), so that an interrupt stops all of it.
 setsid -w bash scripts/matrix.sh >"$log" 2>&1 &
 matrix=$!
-trap 'kill -- -$matrix 2>/dev/null || kill $matrix 2>/dev/null || true; rm -f "$log"' EXIT
+trap 'kill -- -$matrix 2>/dev/null || kill $matrix 2>/dev/null || true; kill $mypy_pid 2>/dev/null || true; rm -f "$log" "$typed"' EXIT
 status=0
 # First, one at a time beside the matrix (which has venvs of its own), the tests marked binds: a `kernlock run` binds
 # this Python environment while it lasts, so a test beside it in another worker would load under its lock
@@ -30,6 +35,11 @@ status=0
 # worker, in its order (test_fuzz's budget check and the module-scoped fixtures expect that).
 .venv/bin/python -m pytest -q -p no:cacheprovider -m binds || status=$?
 .venv/bin/python -m pytest -q -n auto --dist loadfile -m "not binds" || status=$?
+mypy_status=0
+wait $mypy_pid || mypy_status=$?
+echo "== mypy --strict kernlock (run beside the tests) =="
+cat "$typed"
+[ $mypy_status -eq 0 ] || status=$mypy_status
 matrix_status=0
 wait $matrix || matrix_status=$?
 echo "== compatibility matrix (run beside the main suite, scripts/matrix.sh) =="
