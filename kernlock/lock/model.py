@@ -161,8 +161,9 @@ class LockedVariant:
         self._validate(full=True)
 
     def _validate(self, *, full: bool) -> None:
-        """``full``: everything; else every part a path is built from and the variant's shape, but neither the
-        variant grammar nor the loader's rule (:func:`entry_from_index`), and its files and signature too."""
+        """``full``: every check. Otherwise (:func:`entry_from_index`) the variant's shape and every part a path is
+        built from, its files' and its signature's own checks included, but neither the variant grammar nor the
+        loader's rule."""
         names.check_variant_folder(self.name)
         if full:
             _check_variant_grammar(self.name)
