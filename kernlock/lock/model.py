@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, fields, key
+from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, fields, key, known_keys
 from kernlock.util import names
 from kernlock.variants import RULE
 
@@ -277,6 +277,9 @@ def _restored(cls: type, table: object) -> object:
     ``__post_init__``'s checks (the caller runs the ones it needs)."""
     if not isinstance(table, dict):
         raise ValueError(f"not a table: {table!r}")
+    unknown = set(table) - known_keys(cls, LOCK_VERSION)
+    if unknown:  # written by a newer kernlock: the lock itself says whether this one can read it
+        raise ValueError(f"unknown keys {sorted(unknown)}")
     made: object = object.__new__(cls)
     for spec in fields(cls):
         value = table[spec.key] if spec.key in table or not spec.optional else spec.default

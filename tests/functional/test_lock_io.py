@@ -458,6 +458,7 @@ UNREADABLE_INDEX_ENTRIES = {
     "environments a string": lambda k: k.update(environments=CPU_ENV),
     "a key missing": lambda k: k.pop("commit"),
     "signature not a table": lambda k: k["variant"][0].update(signature=3),
+    "a key this kernlock does not know": lambda k: k["variant"][0]["files"][0].update({"mode": "0755"}),
 }
 
 
@@ -467,7 +468,8 @@ def test_an_index_entry_that_is_no_safe_entry_is_rebuilt_from_the_lock(
 ):
     """The index's entries are not checked against the variant grammar again (the lock was, when it was read),
     but every part a path is built from and each entry's shape are: an index edited to break one is not read, and
-    the entry comes from the lock again (the index is rewritten)."""
+    the entry comes from the lock again (the index is rewritten). So is an entry with a key this kernlock does not
+    know (a newer kernlock's index: the lock then says whether this kernlock can read it)."""
     lock_path = str(locked_two_ways / "kernels.lock")
     good = lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV)
     (index,) = (Path(user_env["KERNLOCK_CACHE"]) / "lock-index").iterdir()
