@@ -57,7 +57,8 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
     resolved, belong to the user or root and are writable by no group or other user (above it, a sticky folder such
     as /tmp is fine: others cannot move what is ours there). What kernlock's own cache holds (receipts, the lock
     index, Hub answers, ``kernlock run``'s sitecustomize) steers what is loaded, so it is used only from such a
-    folder: anyone else who could write there could forge it. ``create``: make what is missing first, mode 0700."""
+    folder: anyone else who could write there could forge it. ``create``: make what is missing first, mode 0700
+    (nothing is made below a folder that would make it shared)."""
     if not hasattr(os, "geteuid"):  # Windows: access is ACLs, not mode bits
         return True
     key = os.fspath(folder)
@@ -65,25 +66,35 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
         return True
     try:
         if create:
+            existing = os.path.abspath(folder)
+            while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+                existing = os.path.dirname(existing)
+            if existing != os.path.abspath(folder) and not _only_mine(os.path.realpath(existing), leaf=False):
+                return False  # what it would make there could not be private either: nothing is made
             make_private(os.path.abspath(folder))
-        path = os.path.realpath(folder)
-        owners = (os.geteuid(), 0)
-        leaf = True
-        while True:
-            found = os.stat(path)
-            shared = found.st_mode & 0o022 and (leaf or not found.st_mode & stat.S_ISVTX)
-            if found.st_uid not in owners or shared or not stat.S_ISDIR(found.st_mode):
-                return False
-            parent, leaf = os.path.dirname(path), False
-            if parent == path:
-                break
-            path = parent
+        if not _only_mine(os.path.realpath(folder), leaf=True):
+            return False
     except OSError:
         return False
     stamps = _stamps(key)
     if stamps is not None and len(_PRIVATE) < 64:
         _PRIVATE[key] = stamps
     return True
+
+
+def _only_mine(path: str, *, leaf: bool) -> bool:
+    """``path`` (a real path) and every folder above it are folders of the user or root that no group or other user
+    can write (above the leaf, a sticky folder is fine). OSError when one cannot be looked at."""
+    owners = (os.geteuid(), 0)
+    while True:
+        found = os.stat(path)
+        shared = found.st_mode & 0o022 and (leaf or not found.st_mode & stat.S_ISVTX)
+        if found.st_uid not in owners or shared or not stat.S_ISDIR(found.st_mode):
+            return False
+        parent, leaf = os.path.dirname(path), False
+        if parent == path:
+            return True
+        path = parent
 
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)

@@ -476,3 +476,12 @@ def test_a_private_folder_is_one_only_the_user_can_change(tmp_path: Path):
     assert not hfenv.private(tmp_path / "link")  # judged where the link leads
     (tmp_path / "file").write_text("")
     assert not hfenv.private(tmp_path / "file")
+    # Nothing is created where it could not be private: `kernlock run` in a project the group can write used to
+    # leave an empty .kernlock/run/<digest> behind before it fell back to kernlock's cache.
+    group = tmp_path / "group-project"
+    group.mkdir()
+    group.chmod(0o775)
+    assert not hfenv.private(group / ".kernlock" / "run" / "0123", create=True)
+    assert not (group / ".kernlock").exists()
+    assert not hfenv.private(shared / "kernlock", create=True)  # above it, a folder everyone can write, not sticky
+    assert list(shared.iterdir()) == []
