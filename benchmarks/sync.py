@@ -15,6 +15,10 @@ latency, every row ``--repeats`` times in turn (medians printed):
 ``--max-concurrent N`` makes the Hub serve at most N requests of a client at once (a rate-limited Hub: the rest
 wait their turn). Bytecode is compiled first. Goal: the no-op sync makes zero requests and takes < 10% of the
 cold sync.
+
+Then the real-size rows (``benchmarks/real_size.py``, run as its own process): a cold ``kernlock sync --frozen``
+of one variant whose ``.so`` is ``--real-size-mib`` MiB (1024 by default; 0 leaves them out) and of 8 variants of
+a quarter of that, each beside its floor, ``curl -o`` of the same bytes from the same server then ``sha256sum``.
 """
 
 from __future__ import annotations
@@ -48,12 +52,21 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="runs of every row, median printed (default 5)")
     parser.add_argument("--latencies", default="0,0.02", help="Hub latencies in seconds (default 0,0.02)")
     parser.add_argument("--max-concurrent", type=int, default=0, help="requests served at once per client (0: any)")
+    parser.add_argument(
+        "--real-size-mib", type=int, default=1024, help="the real-size rows' .so in MiB (default 1024; 0: none)"
+    )
     return parser.parse_args()
 
 
 def main() -> int:
     args = _args()
-    return in_scratch_folder("kernlock-bench-sync-", lambda work: _run(args, work))
+    status = in_scratch_folder("kernlock-bench-sync-", lambda work: _run(args, work))
+    if args.real_size_mib > 0:
+        print(f"\nreal sizes (benchmarks/real_size.py --so-mib {args.real_size_mib}):", flush=True)
+        real_size = [sys.executable, str(Path(__file__).with_name("real_size.py")), "--so-mib", str(args.real_size_mib)]
+        fleet = max(1, args.real_size_mib // 4)
+        status |= subprocess.run([*real_size, "--fleet-mib", str(fleet), "--repeats", "3"]).returncode
+    return status
 
 
 def _run(args: argparse.Namespace, work: Path) -> int:
