@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
@@ -219,13 +219,18 @@ def _vouched(link: str, device: int | None, locked: LockedFile, record: object) 
     """The receipt's fast path: ``link``, followed, is the very file the receipt recorded when it was hashed (a
     regular file on the variant folder's device, of the recorded size, mtime, inode and ctime: no other file has
     them, and a write changes the ctime). One ``stat``; anything else takes :func:`_inspect_file`'s full look."""
-    if device is None or not isinstance(record, dict) or record.get("hash") != locked.hash:
+    if device is None:
         return False
     try:
         st = os.stat(link)
     except OSError:
         return False
-    return st.st_dev == device and stat.S_ISREG(st.st_mode) and record.get("stat") == stat_key(st)
+    return st.st_dev == device and stat.S_ISREG(st.st_mode) and _records(record, locked, st)
+
+
+def _records(record: object, locked: LockedFile, st: os.stat_result) -> TypeGuard[Record]:
+    """Whether the receipt's ``record`` is of this file as ``st`` finds it, verified against ``locked``'s hash."""
+    return isinstance(record, dict) and record.get("hash") == locked.hash and record.get("stat") == stat_key(st)
 
 
 def _inspect_file(
@@ -255,8 +260,7 @@ def _inspect_file(
         path = blob
     elif not stat.S_ISREG(st.st_mode):
         return check(FileState.MISMATCH, "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
-    key = stat_key(st)
-    if not full and isinstance(record, dict) and record.get("hash") == locked.hash and record.get("stat") == key:
+    if not full and _records(record, locked, st):
         return FileCheck(file=locked, state=FileState.OK), record
     if not rehash:
         return check(FileState.UNVERIFIED)
@@ -265,7 +269,7 @@ def _inspect_file(
     actual = file_hash(path, locked.algorithm)
     if actual != locked.hash:
         return check(FileState.MISMATCH, f"hash {actual}, locked {locked.hash}")
-    return FileCheck(file=locked, state=FileState.OK), {"hash": locked.hash, "stat": key}
+    return FileCheck(file=locked, state=FileState.OK), {"hash": locked.hash, "stat": stat_key(st)}
 
 
 def describe(entry: LockedKernel, variant: LockedVariant, states: list[FileCheck], limit: int = 3) -> str:
