@@ -66,12 +66,10 @@ def private(folder: Path | str, *, create: bool = False) -> bool:
         return True
     try:
         if create:
-            existing = os.path.abspath(folder)
-            while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
-                existing = os.path.dirname(existing)
-            if existing != os.path.abspath(folder) and not _only_mine(os.path.realpath(existing), leaf=False):
+            missing = _missing(os.path.abspath(folder))
+            if missing and not _only_mine(os.path.realpath(os.path.dirname(missing[-1])), leaf=False):
                 return False  # what it would make there could not be private either: nothing is made
-            make_private(os.path.abspath(folder))
+            _make(missing)
         if not _only_mine(os.path.realpath(folder), leaf=True):
             return False
     except OSError:
@@ -158,10 +156,20 @@ def _stamps(folder: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
 
 def make_private(folder: str) -> None:
     """Create ``folder`` and any missing folder above it with mode 0700 (os.makedirs gives a mode to the last)."""
+    _make(_missing(folder))
+
+
+def _missing(folder: str) -> list[str]:
+    """``folder`` and the folders above it that do not exist, deepest first."""
     missing = []
     while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
         missing.append(folder)
         folder = os.path.dirname(folder)
+    return missing
+
+
+def _make(missing: list[str]) -> None:
+    """Create the folders :func:`_missing` listed, shallowest first, mode 0700."""
     for path in reversed(missing):
         with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o700)
