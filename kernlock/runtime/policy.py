@@ -109,27 +109,29 @@ def _current() -> _State:
 
             settings = activated.settings()
             assert settings is not None
-            environment = _machine()
+            light = _machine()
+            environment = light or _detect()
             view = lockindex.read(settings.lockfile, environment)  # this environment's entries only
-            if environment not in view.environments:  # explained by the full detection (or confirmed)
-                environment = _detect()
-                view = lockindex.read(settings.lockfile, environment)
+            if light is not None and environment not in view.environments:  # the full detection explains it
+                detected = _detect()
+                if detected != environment:
+                    environment, view = detected, lockindex.read(settings.lockfile, detected)
             _state = _State(activated.generation, view, environment, _backend_name())
             _warn_local_overrides(_state)
         return _state
 
 
-def _machine() -> str:
-    """This machine's environment string as the loader names it: straight from the imported torch (no variant
-    grammar imported; a string the lock names is valid), else :func:`_detect`."""
-    if "torch" in sys.modules:
-        from kernlock.environments.machine import torch_environment
+def _machine() -> str | None:
+    """This machine's environment string as the loader names it, straight from the imported torch (no variant
+    grammar imported; a string the lock names is valid); None without torch imported or when it cannot tell."""
+    if "torch" not in sys.modules:
+        return None
+    from kernlock.environments.machine import torch_environment
 
-        try:
-            return torch_environment()
-        except Exception:  # the full detection says what is wrong
-            pass
-    return _detect()
+    try:
+        return torch_environment()
+    except Exception:  # the full detection says what is wrong
+        return None
 
 
 def _detect() -> str:
