@@ -218,9 +218,8 @@ def inspect_variant(
 def _vouched(link: str, device: int | None, locked: LockedFile, record: object) -> bool:
     """The receipt's fast path: ``link``, followed, is the very file the receipt recorded when it was hashed (a
     regular file on the variant folder's device, of the recorded size, mtime, inode and ctime: no other file has
-    them, and a write changes the ctime). One ``stat``; anything else takes :func:`_inspect_file`'s full look."""
-    if device is None:
-        return False
+    them, and a write changes the ctime; ``device`` None: no variant folder). One ``stat``; anything else takes
+    :func:`_inspect_file`'s full look."""
     try:
         st = os.stat(link)
     except OSError:
