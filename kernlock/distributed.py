@@ -15,10 +15,12 @@ __all__ = ["check_ranks", "disagreements", "loaded_commits"]
 
 
 def loaded_commits() -> dict[str, str | None]:
-    """This process's Hub kernels: repo -> commit, from ``kernels.get_loaded_kernels()``."""
+    """This process's Hub kernels: repo -> commit as text, from ``kernels.get_loaded_kernels()`` (kernels 0.18 on
+    report an ``Oid``, which can neither be sliced nor pickled for the gather)."""
     import kernels
 
-    return {k.repo_info.repo_id: k.repo_info.revision for k in kernels.get_loaded_kernels() if k.repo_info is not None}
+    loaded = [k.repo_info for k in kernels.get_loaded_kernels() if k.repo_info is not None]
+    return {str(info.repo_id): None if info.revision is None else str(info.revision) for info in loaded}
 
 
 def disagreements(per_rank: list[dict[str, str | None]]) -> list[str]:

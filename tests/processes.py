@@ -86,7 +86,7 @@ def loaded():
     for k in kernels.get_loaded_kernels():
         identity = getattr(k.module, "KERNEL_IDENTITY", None)
         if identity is not None:
-            commit = k.repo_info.revision if k.repo_info is not None else None
+            commit = str(k.repo_info.revision) if k.repo_info is not None else None  # an Oid from kernels 0.18 on
             found[identity["repo"]] = {"commit": commit, "identity": identity, "calls": dict(k.module.CALL_COUNTS)}
     return found
 

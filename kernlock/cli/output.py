@@ -137,8 +137,7 @@ def print_env(report: dict[str, Any], verbose: bool = False) -> None:
         click.echo("loader: kernels is not installed")
     elif loader["generation"] == "unknown":
         click.secho(
-            f"loader: kernels {loader['kernels']} (unknown generation: lacks {', '.join(loader.get('missing', []))}); "
-            "activation pins locked kernels through LOCAL_KERNELS only; upgrade kernlock: `pip install -U kernlock`",
+            f"loader: kernels {loader['kernels']} (unknown generation: {loader['why']}); {loader['advice']}",
             fg="yellow",
         )
     else:

@@ -52,6 +52,14 @@ def env_report(root: Path | None = None) -> dict[str, Any]:
     report["loader"] = {"generation": probe.generation, "kernels": probe.kernels}
     if probe.missing:
         report["loader"]["missing"] = list(probe.missing)
+    if probe.generation == "unknown":
+        from kernlock.environments.compat import INSTALL_KERNELS
+
+        report["loader"]["why"] = loaders.why_unknown(probe)
+        report["loader"]["advice"] = (
+            "activation pins locked kernels through LOCAL_KERNELS only (the paths below say what that leaves "
+            f"uncovered); for every path, install a tested pair: {INSTALL_KERNELS}"
+        )
     gated = None
     if gate is not None and not gate.ok:
         gated = f"transformers {gate.transformers} loads no Hub kernel with kernels {gate.kernels} (its version gate)"

@@ -33,11 +33,12 @@ TRANSFORMERS_RANGES: tuple[tuple[str, str, str, str], ...] = (
     ("5.13", "5.15", "0.15.2", "0.16.0"),
     ("5.15", "5.20", "0.16.0", "0.17.0"),
     ("5.20", "5.23", "0.17.2", "0.18.0"),
-    ("5.23", "6.0", "0.18.2", "0.19.0"),
+    ("5.23", "5.25", "0.18.2", "0.19.0"),
+    ("5.25", "6.0", "0.19.1", "0.20.0"),
 )
 # What kernlock supports comes from tests/compat/matrix.toml (kernlock.generations.supported, generated).
 SUPPORTED_KERNELS = f"kernels {supported.KERNELS}"
-INSTALL_KERNELS = "`pip install -U kernlock` (a kernlock that knows this loader)"
+INSTALL_KERNELS = f"{supported.INSTALL_PAIR} (the newest pair kernlock was tested with)"
 SUPPORTED_TRANSFORMERS = (
     f"transformers {supported.TRANSFORMERS_WITH_HUB_KERNELS} with the kernels they accept; "
     f"{TRANSFORMERS_RANGES[-1][0]}+ with kernels >= {TRANSFORMERS_RANGES[-1][2]}"

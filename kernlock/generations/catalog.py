@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from kernlock.generations import supported
 
-__all__ = ["GENERATIONS", "Generation", "get", "module_name"]
+__all__ = ["GENERATIONS", "Generation", "for_kernels", "get", "module_name", "untested"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +49,31 @@ GENERATIONS: tuple[Generation, ...] = tuple(
 def get(generation: str) -> Generation | None:
     """The generation named ``generation`` (``kernels-0.17``), or None."""
     return next((g for g in GENERATIONS if g.id == generation), None)
+
+
+def for_kernels(kernels: str | None) -> Generation | None:
+    """The generation claimed for kernels release ``kernels``: the one whose range, derived from the releases the
+    compatibility matrix tests, holds it. None for a release outside every range (a future kernels, one older than
+    any tested, an unreadable version): such a loader is never hooked by seam names alone."""
+    try:
+        return next((g for g in GENERATIONS if g.contains(kernels)), None) if kernels else None
+    except InvalidVersion:
+        return None
+
+
+def untested(kernels: str | None) -> str:
+    """Why kernels release ``kernels`` has no generation, as a clause (``it is newer than every release kernlock
+    was tested with, 0.15.2 - 0.19.1``): the fallback's warning, `kernlock env`, the CLI's warning line."""
+    newest, oldest = GENERATIONS[0], GENERATIONS[-1]
+    tested = f"every release kernlock was tested with, {oldest.minimum} - {newest.tested[-1]}"
+    ranges = ", ".join(f"{g.minimum} - <{g.below}" for g in reversed(GENERATIONS))
+    try:
+        release = Version(kernels or "")
+    except InvalidVersion:
+        return f"its version ({kernels or 'none'}) cannot be read; kernlock was tested with kernels {ranges}"
+    if release >= Version(newest.below) or release < Version(oldest.minimum):
+        return f"it is {'newer' if release >= Version(newest.below) else 'older'} than {tested}"
+    return f"it is outside the ranges kernlock was tested with ({ranges})"
 
 
 def module_name(generation: str) -> str:

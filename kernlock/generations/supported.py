@@ -18,15 +18,17 @@ __all__ = [
 
 #: (id, kernels minimum, kernels below, kernels tested, kernel dependencies) of each generation, newest first.
 GENERATIONS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
+    ("kernels-0.19", "0.19.1", "0.20", ("0.19.1",), True),
+    ("kernels-0.18", "0.18.3", "0.19", ("0.18.3",), True),
     ("kernels-0.17", "0.17.2", "0.18", ("0.17.2",), True),
     ("kernels-0.15", "0.15.2", "0.17", ("0.15.2", "0.16.2"), False),
 )
 #: The kernels releases kernlock supports.
 KERNELS_MINIMUM = "0.15.2"
-KERNELS = ">= 0.15.2 (tested: 0.15.2, 0.16.2, 0.17.2)"
+KERNELS = ">= 0.15.2, < 0.20 (tested: 0.15.2, 0.16.2, 0.17.2, 0.18.3, 0.19.1)"
 #: The transformers releases tested, and those whose Hub kernel paths are on with the kernels they accept.
 TRANSFORMERS_MINIMUM = "5.13"
-TRANSFORMERS = "5.13 - 5.24 (tested: 5.13.1, 5.16.1, 5.20.2, 5.22.2, 5.24.0)"
-TRANSFORMERS_WITH_HUB_KERNELS = "5.13 - 5.22"
-#: A working pair to install: the main set's.
-INSTALL_PAIR = "`pip install 'transformers==5.22.2' 'kernels==0.17.2'`"
+TRANSFORMERS = "5.13 - 5.25 (tested: 5.13.1, 5.16.1, 5.20.2, 5.22.2, 5.24.0, 5.25.0)"
+TRANSFORMERS_WITH_HUB_KERNELS = "5.13 - 5.25"
+#: A working pair to install: the newest tested pair whose transformers uses Hub kernels.
+INSTALL_PAIR = "`pip install 'transformers==5.25.0' 'kernels==0.19.1'`"

@@ -92,12 +92,11 @@ def active() -> bool:
 
 
 def _backend_name() -> str | None:
-    try:
-        from kernels.backends import _backend
+    """kernels' name of this machine's backend; None where it cannot tell (backend= arguments are not compared)."""
+    from kernlock.environments.machine import kernels_backend
 
-        return str(_backend().name)
-    except Exception:  # a loader without this probe: backend= arguments are then not compared
-        return None
+    found = kernels_backend()
+    return None if found is None else str(found.name)
 
 
 def _current() -> _State:

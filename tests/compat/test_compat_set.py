@@ -13,6 +13,7 @@ path is off as transformers itself reports it.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import subprocess
@@ -74,9 +75,14 @@ def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
-    """The installed loader generation is the one matrix.toml declares (so its expectations apply here)."""
-    has_resolver = importlib.util.find_spec("kernels.resolver") is not None
-    assert matrix_set.loader == ("kernels-0.17" if has_resolver else "kernels-0.15")
+    """The installed loader generation is the one matrix.toml declares (so its expectations apply here), whether
+    probed by importing kernels (activation) or by reading its files (`kernlock env`)."""
+    from kernlock.runtime import loaders
+
+    has_resolver = any(importlib.util.find_spec(f"{p}.resolver") for p in ("kernels", "kernels._internals"))
+    assert has_resolver is (matrix_set.loader != "kernels-0.15")
+    assert loaders.probe() == loaders.Probe(generation=matrix_set.loader, kernels=importlib.metadata.version("kernels"))
+    assert loaders.probe_files().generation == matrix_set.loader
     import kernels
 
     assert hasattr(kernels, "get_kernel_dep") is bool(matrix_set.kernel_dependencies)

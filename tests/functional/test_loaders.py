@@ -32,14 +32,16 @@ from processes import Child, kernelize_silu_and_mul
 from projects import CPU_ENV
 from test_runtime import ACTIVATION, FA2, LAYER_NORM, PAGED, UNLOCKED, Runtime, _tampered_cache
 
-from kernlock.environments.compat import transformers_gate
+from kernlock.environments.compat import INSTALL_PAIR, transformers_gate
 from kernlock.runtime import loaders
 
 runtime = test_runtime.rt  # the fixture: test_runtime's project, locked and synced, with the Hub stopped
 
 PROBE = loaders.probe()
 GENERATION = PROBE.generation
-K17, K15 = "kernels-0.17", "kernels-0.15"
+K19, K18, K17, K15 = "kernels-0.19", "kernels-0.18", "kernels-0.17", "kernels-0.15"
+#: The generations whose every Hub load asks a resolver object (kernels 0.17 on), and where their modules live.
+RESOLVING = {K17: "kernels", K18: "kernels", K19: "kernels._internals"}
 _GATE = transformers_gate()
 #: transformers loads Hub kernels with this kernels (its version gate; off e.g. for transformers 5.24 + kernels 0.17).
 TRANSFORMERS = _GATE is not None and _GATE.ok
@@ -56,7 +58,7 @@ def identities():
 
 @pytest.mark.subprocess
 def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(runtime: Runtime):
-    assert GENERATION in (K17, K15), PROBE
+    assert GENERATION in (*RESOLVING, K15), PROBE
     assert PROBE.missing == ()
     child = runtime.run_argv(
         [
@@ -76,7 +78,7 @@ def test_the_installed_loader_is_recognised_by_probing_without_importing_torch(r
 def _their_lock(rt: Runtime, repo: str) -> list[dict]:
     """kernels' own lock file for ``repo`` at kernlock's locked commit, in this generation's format."""
     commit = rt.entry(repo).commit
-    if GENERATION == K17:
+    if GENERATION in RESOLVING:
         return [{"dependency": {"repo-id": repo, "version": 2}, "lock": {"commit": commit}}]
     return [{"repo_id": repo, "sha": commit, "variants": {}}]
 
@@ -106,7 +108,7 @@ def test_every_kernels_load_path_of_this_generation_loads_the_locked_build(runti
     _fake_distribution(site, _their_lock(runtime, FA2))
     locked_call = (
         f'kernels.get_locked_kernel("{FA2}", lockfile=theirs)'
-        if GENERATION == K17
+        if GENERATION in RESOLVING
         else f'__import__("lockedpkg").load("{FA2}")'
     )
     activation_lock = tmp_path / "activation-own.lock"
@@ -200,7 +202,9 @@ def test_unlocked_repo_is_refused_before_any_request(runtime: Runtime):
 
 
 @pytest.mark.subprocess
-@pytest.mark.skipif(GENERATION != K17, reason="kernel dependencies (get_kernel_dep) exist from kernels 0.17 on")
+@pytest.mark.skipif(
+    GENERATION not in RESOLVING, reason="kernel dependencies (get_kernel_dep) exist from kernels 0.17 on"
+)
 def test_kernel_dependencies_load_the_locked_builds(runtime: Runtime):
     child = runtime.run(
         f'import kernels\npaged = kernels.get_kernel("{PAGED}", version=1)\nreport(dep=paged.DEPENDENCY_IDENTITIES)'
@@ -240,6 +244,14 @@ RENAMED = {
     K17: [
         ("class", _rename("HubResolver", "HubResolverV2")),
         ("function", _rename("resolve_version_spec_as_ref", "resolve_version_ref")),
+    ],
+    K18: [
+        ("class", _rename("HubResolver", "HubResolverV2")),
+        ("validator", _rename("SignatureValidator", "SignatureCheck")),
+    ],
+    K19: [
+        ("class", _rename("HubResolver", "HubResolverV2")),
+        ("latest", _rename("LatestHubResolver", "NewestHubResolver")),
     ],
     K15: [
         ("function", _rename("_check_trust_remote_code", "_check_trust")),
@@ -285,7 +297,67 @@ report(generation=loaders.probe().generation, direct=direct.KERNEL_IDENTITY, ide
     assert len(lines) == 1, child.stderr[-3000:]
     assert "is a loader kernlock does not know" in lines[0] and "LOCAL_KERNELS" in lines[0]
     assert "load_kernel, get_locked_kernel, LockedLayerRepository" in lines[0]
-    assert "`pip install -U kernlock`" in lines[0]
+    assert INSTALL_PAIR in lines[0] and "pip install -U kernlock" not in lines[0]
+
+
+def _renumbered_kernels(tmp_path: Path, version: str) -> Path:
+    """The installed ``kernels`` package, unchanged but for the version it reports (its ``__version__`` literal,
+    and the metadata of a ``kernels-<version>`` distribution beside it): a release no generation was tested
+    with, such as a kernels 0.20 built locally. Returns the folder to put first on PYTHONPATH."""
+    site = _edited_kernels(tmp_path, lambda path, source: re.sub(
+        r'^__version__ = "[^"]*"', f'__version__ = "{version}"', source, flags=re.M
+    ) if path == Path("__init__.py") else source + "\n")  # fmt: skip
+    info = site / f"kernels-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: kernels\nVersion: {version}\n")
+    (info / "top_level.txt").write_text("kernels\n")
+    return site
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_kernels_release_no_generation_was_tested_with_is_never_hooked_and_never_crashes(
+    runtime: Runtime, tmp_path: Path
+):
+    """kernels reporting 0.20.0 (this release's own code, renumbered): torch imported first, then activation and
+    transformers' kernels integration (kernels 0.19 under kernlock 78e6b59: ModuleNotFoundError, every transformers
+    process dead). The lock still wins through LOCAL_KERNELS, with one line naming what is not covered and a tested
+    pair to install; `kernlock show` warns in one line, `kernlock env` never advises an impossible command."""
+    site = _renumbered_kernels(tmp_path, "0.20.0")
+    child = runtime.run(
+        IDENTITIES
+        + f"""
+import torch
+import kernlock.activate
+import kernels
+import transformers.integrations.hub_kernels
+from kernlock.runtime import loaders
+assert kernels.__version__ == "0.20.0" and kernels.__file__.startswith(sys.argv[1]), kernels.__file__
+direct = kernels.get_kernel("{FA2}", version=1)
+report(probe=list(loaders.probe()), direct=direct.KERNEL_IDENTITY, identities=identities())
+""",
+        activate=False,
+        env=_with_kernels(runtime, site),
+        args=[str(site)],
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    report = child.report
+    assert report["probe"][:2] == ["unknown", "0.20.0"]
+    assert report["direct"] == runtime.identity(FA2) and report["connects"] == []
+    assert "Traceback" not in child.stderr
+    lines = [line for line in child.stderr.splitlines() if "kernlock" in line]
+    assert len(lines) == 1, child.stderr[-3000:]
+    assert "kernels 0.20.0 is a loader kernlock does not know (it is newer than every release" in lines[0]
+    assert INSTALL_PAIR in lines[0] and "LOCAL_KERNELS" in lines[0]
+    env = _with_kernels(runtime, site)
+    shown = runtime.run_argv([sys.executable, "-m", "kernlock", "show", "--project", str(runtime.project)], env=env)
+    assert shown.returncode == 0, shown.stderr
+    warned = [line for line in shown.stderr.splitlines() if line.startswith("warning: kernels 0.20.0")]
+    assert len(warned) == 1 and INSTALL_PAIR in warned[0], shown.stderr
+    text = _env(runtime, env=env)
+    assert text.returncode == 0, text.stderr
+    assert "loader: kernels 0.20.0 (unknown generation: it is newer than every release" in text.stdout
+    assert "pip install -U kernlock" not in text.stdout + text.stderr
 
 
 @pytest.mark.subprocess
@@ -319,9 +391,11 @@ report(errors=errors, identities=identities())
 @pytest.mark.subprocess
 def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime):
     """An adapter that raises after patching its seams: the patches are reverted, the fallback pins the lock."""
-    module, path = {K17: ("kernels.resolver", "HubResolver.resolve"), K15: ("kernels.utils", "install_kernel")}[
-        GENERATION or ""
-    ]
+    module, path = (
+        (f"{RESOLVING[GENERATION]}.resolver", "HubResolver.resolve")
+        if GENERATION in RESOLVING
+        else ("kernels.utils", "install_kernel")
+    )
     child = runtime.run(
         f"""
         from kernlock.runtime import loaders
@@ -347,10 +421,11 @@ def test_an_adapter_that_fails_halfway_is_undone_and_falls_back(runtime: Runtime
 @pytest.mark.subprocess
 def test_a_hook_adds_no_error_of_its_own_to_a_call_it_cannot_read(runtime: Runtime):
     """A call the original refuses is refused by the original, with the same error, activated or not."""
-    module, call = {
-        K17: ("kernels.resolver", "HubResolver(trust_remote_code=False).resolve(bogus=1)"),
-        K15: ("kernels.utils", 'install_kernel("org/x", "positional-revision")'),
-    }[GENERATION or ""]
+    module, call = (
+        (f"{RESOLVING[GENERATION]}.resolver", "HubResolver(trust_remote_code=False).resolve(bogus=1)")
+        if GENERATION in RESOLVING
+        else ("kernels.utils", 'install_kernel("org/x", "positional-revision")')
+    )
     code = f"""
         import importlib
         module = importlib.import_module("{module}")
@@ -380,7 +455,7 @@ def _add_keyword(source: str, call: str, keyword: str) -> str:
 
 def _new_keyword(path: Path, source: str) -> str:
     """Every seam kernlock hooks gains a required keyword-only argument ``trace``, which its callers pass."""
-    if GENERATION == K17:
+    if GENERATION in RESOLVING:
         source = re.sub(r"def resolve\(\s*self,\s*\*,", "def resolve(self, *, trace: list,", source)
         return source.replace(
             ".resolve(api=api, backend=backend, kernel=kernel)",
@@ -459,7 +534,7 @@ def test_kernlock_env_reports_an_unknown_loader_and_what_is_not_covered(runtime:
         assert rows[path]["covered"] is False
     text = _env(runtime, env=_with_kernels(runtime, site))
     assert "unknown" in text.stdout and "NOT covered get_locked_kernel / load_kernel" in text.stdout
-    assert "`pip install -U kernlock`" in text.stdout
+    assert INSTALL_PAIR in text.stdout and "pip install -U kernlock" not in text.stdout
 
 
 def test_the_source_probe_reads_definitions_and_words_as_the_regular_expressions_do():

@@ -3,12 +3,17 @@
 Each generation of the kernels loader routes Hub loads through different internals. One module per generation,
 named after its id (:mod:`kernlock.generations.catalog`: ``kernels-0.17`` -> ``kernels_0_17``), names the seams it
 needs (attributes, the parameters they take, the globals a call chain looks up), hooks them, and says what each
-load path gets (``COVERAGE``); it is chosen when all of its seams are present — never by version string:
+load path gets (``COVERAGE``). A generation is claimed only for the kernels releases whose range the compatibility
+matrix tested (:func:`kernlock.generations.catalog.for_kernels`), and only when all of its seams are present (seam
+names alone matched kernels 0.18 as 0.17, and every load then crashed):
 
+* ``kernels-0.19`` (kernels 0.19, all under ``kernels._internals``): :mod:`kernlock.runtime.loaders.kernels_0_19`;
+* ``kernels-0.18`` (kernels 0.18: ``Oid`` commits, load-time checks): :mod:`kernlock.runtime.loaders.kernels_0_18`;
 * ``kernels-0.17`` (kernels 0.17): :mod:`kernlock.runtime.loaders.kernels_0_17`;
 * ``kernels-0.15`` (kernels 0.15, 0.16): :mod:`kernlock.runtime.loaders.kernels_0_15`;
-* anything else (``unknown``), or an adapter that fails to install: :mod:`kernlock.runtime.loaders.fallback` pins the
-  locked, verified builds through the official ``LOCAL_KERNELS`` switch and says once what it cannot cover.
+* anything else (``unknown``: a release outside every tested range, or one whose seams are not all there), or an
+  adapter that fails to install: :mod:`kernlock.runtime.loaders.fallback` pins the locked, verified builds through
+  the official ``LOCAL_KERNELS`` switch and says once what it cannot cover.
 
 The generations, newest first, are those of tests/compat/matrix.toml (:mod:`kernlock.generations.supported`, generated
 from it): adding one is its module here and its set in the matrix.
@@ -26,7 +31,18 @@ from typing import Any, NamedTuple, Protocol
 
 from kernlock.runtime.loaders._common import Patcher
 
-__all__ = ["PATHS", "Adapter", "Probe", "adapters", "coverage", "install", "load_paths", "probe", "probe_files"]
+__all__ = [
+    "PATHS",
+    "Adapter",
+    "Probe",
+    "adapters",
+    "coverage",
+    "install",
+    "load_paths",
+    "probe",
+    "probe_files",
+    "why_unknown",
+]
 
 
 class Probe(NamedTuple):
@@ -84,7 +100,9 @@ def _version(kernels: ModuleType | None = None) -> str | None:
 
 
 def probe() -> Probe:
-    """Which adapter fits the installed kernels (imports kernels modules, not torch)."""
+    """Which adapter fits the installed kernels (imports kernels modules, not torch): the generation whose tested
+    range holds its version (:func:`kernlock.generations.catalog.for_kernels`, the one rule), if its seams are all
+    there; otherwise ``unknown``, with what is missing."""
     try:
         import kernels
     except ModuleNotFoundError as err:
@@ -95,21 +113,40 @@ def probe() -> Probe:
         return Probe(
             generation="unknown", kernels=_version(), missing=(f"import kernels: {type(err).__name__}: {err}",)
         )
-    gaps: list[list[str]] = []
-    for adapter in adapters():
-        lacking = adapter.missing()
-        if not lacking:
-            return Probe(generation=adapter.ID, kernels=_version(kernels))
-        gaps.append(lacking)
-    fewest = min(gaps, key=len)
-    return Probe(generation="unknown", kernels=_version(kernels), missing=tuple(fewest))
+    version = _version(kernels)
+    adapter = _claimed(version)
+    if adapter is None:
+        from kernlock.generations.catalog import untested
+
+        return Probe(generation="unknown", kernels=version, missing=(untested(version),))
+    lacking = adapter.missing()
+    return Probe(generation="unknown" if lacking else adapter.ID, kernels=version, missing=tuple(lacking))
+
+
+def why_unknown(found: Probe) -> str:
+    """Why the probed loader is ``unknown``, as a clause: a release outside every tested range, or the seams the
+    generation claimed for it lacks."""
+    if _claimed(found.kernels) is None:
+        from kernlock.generations.catalog import untested
+
+        return untested(found.kernels)
+    shown = ", ".join(found.missing[:3]) + (", ..." if len(found.missing) > 3 else "")
+    return f"it lacks {shown}"
+
+
+def _claimed(version: str | None) -> Adapter | None:
+    """The adapter of the generation claimed for kernels ``version``, or None."""
+    from kernlock.generations.catalog import for_kernels
+
+    generation = for_kernels(version)
+    return next((a for a in adapters() if generation is not None and generation.id == a.ID), None)
 
 
 def probe_files() -> Probe:
     """The installed loader's generation read from its source files, without importing kernels (its import pulls
-    in huggingface_hub and httpx: ~250 ms); what `kernlock env` shows. An adapter fits when every seam it names is
-    defined in the module's source with the parameters it needs; when none fits, :func:`probe` (which imports
-    kernels) names what is missing."""
+    in huggingface_hub and httpx: ~250 ms); what `kernlock env` shows. The generation claimed for the installed
+    version fits when every seam it names is defined in the module's source with the parameters it needs;
+    otherwise :func:`probe` (which imports kernels) names what is missing."""
     import importlib.util
 
     from kernlock.environments.compat import installed
@@ -121,10 +158,12 @@ def probe_files() -> Probe:
     if spec is None or not spec.submodule_search_locations:
         return probe()
     package = Path(next(iter(spec.submodule_search_locations)))
-    for adapter in adapters():
+    version = installed("kernels")
+    adapter = _claimed(version)
+    if adapter is not None:
         calls = [(module, fn, ()) for module, fn, _name in adapter.CALLS]
         if all(_defined(package, module, path, params) for module, path, params in (*adapter.SEAMS, *calls)):
-            return Probe(generation=adapter.ID, kernels=installed("kernels"))
+            return Probe(generation=adapter.ID, kernels=version)
     return probe()
 
 
@@ -209,8 +248,7 @@ def install(kernels: ModuleType) -> str:
             _installed = adapter.ID
             return _installed
     else:
-        shown = ", ".join(found.missing[:3]) + (", ..." if len(found.missing) > 3 else "")
-        reason = f"it lacks {shown}"
+        reason = why_unknown(found)
     from kernlock.runtime.loaders import fallback
 
     _installed = "fallback"

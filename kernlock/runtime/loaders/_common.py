@@ -24,6 +24,7 @@ __all__ = [
     "hooked",
     "read_call",
     "signature",
+    "unreadable",
     "uses_global",
     "with_argument",
     "wrap",
@@ -161,6 +162,18 @@ class Patcher:
                     setattr(owner, name, old)
             except Exception:  # pragma: no cover - best effort
                 pass
+
+
+def unreadable(call: str) -> None:
+    """Say once that a call to kernels' ``call`` could not be read and was passed on unpinned."""
+    from kernlock.environments.compat import INSTALL_KERNELS
+    from kernlock.runtime import policy
+
+    policy.warn_once(
+        f"unreadable:{call}",
+        f"could not read a call to kernels' {call}; it was passed on unchanged, so that load is not pinned by "
+        f"kernels.lock. Install a pair kernlock was tested with: {INSTALL_KERNELS}.",
+    )
 
 
 def hook_version_ref(original: Callable[..., Any]) -> Callable[..., Any]:

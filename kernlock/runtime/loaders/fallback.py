@@ -51,6 +51,7 @@ def _parse(value: str) -> dict[str, str]:
 def install(version: str, reason: str) -> None:
     """Pin every locked build of this environment through ``LOCAL_KERNELS``; say once what is not covered."""
     global _told, _user_value
+    from kernlock.environments.compat import INSTALL_KERNELS
     from kernlock.runtime import policy
     from kernlock.util.hfenv import cache_root
 
@@ -84,12 +85,13 @@ def install(version: str, reason: str) -> None:
         _told = True
         logger.warning(
             "kernlock: kernels %s is a loader kernlock does not know (%s); %d locked kernel(s) are pinned to their "
-            "verified builds through LOCAL_KERNELS instead. Not covered: %s. Upgrade kernlock: "
-            "`pip install -U kernlock`.",
+            "verified builds through LOCAL_KERNELS instead. Not covered: %s. For every path, install a tested pair: "
+            "%s.",
             version,
             reason,
             pinned,
             NOT_COVERED,
+            INSTALL_KERNELS,
         )
 
 

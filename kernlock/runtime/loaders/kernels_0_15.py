@@ -37,6 +37,7 @@ from kernlock.runtime.loaders._common import (
     hook_version_ref,
     hooked,
     read_call,
+    unreadable,
     uses_global,
     with_argument,
     wrap,
@@ -115,16 +116,6 @@ def install(patcher: Patcher) -> None:
     clear_revision_caches()
 
 
-def _unreadable(name: str) -> None:
-    from kernlock.runtime import policy
-
-    policy.warn_once(
-        f"unreadable:{name}",
-        f"could not read a call to kernels' {name}; it was passed on unchanged, so that load is not pinned by "
-        "kernels.lock. Upgrade kernlock: `pip install -U kernlock`.",
-    )
-
-
 def _hook_variant_path(name: str, dependencies: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``install_kernel`` / ``_resolve_local_variant_path``: the verified variant folder of a locked repo."""
 
@@ -138,7 +129,7 @@ def _hook_variant_path(name: str, dependencies: bool) -> Callable[[Callable[...,
                 return original(*args, **kwargs)
             call = read_call(sig, args, kwargs)
             if call is None:
-                _unreadable(name)
+                unreadable(name)
                 return original(*args, **kwargs)
             repo, revision, backend = call.get("repo_id"), call.get("revision"), call.get("backend")
             if (
