@@ -74,12 +74,19 @@ def locked(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     yield LockedProject(catalog.root, project, lockfile.read(project / "kernels.lock"), env)
 
 
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # its parent package does not exist (kernels._internals before kernels 0.19)
+        return False
+
+
 def test_the_matrix_file_describes_this_set(matrix_set: MatrixSet) -> None:
     """The installed loader generation is the one matrix.toml declares (so its expectations apply here), whether
     probed by importing kernels (activation) or by reading its files (`kernlock env`)."""
     from kernlock.runtime import loaders
 
-    has_resolver = any(importlib.util.find_spec(f"{p}.resolver") for p in ("kernels", "kernels._internals"))
+    has_resolver = any(_has_module(f"{p}.resolver") for p in ("kernels", "kernels._internals"))
     assert has_resolver is (matrix_set.loader != "kernels-0.15")
     assert loaders.probe() == loaders.Probe(generation=matrix_set.loader, kernels=importlib.metadata.version("kernels"))
     assert loaders.probe_files().generation == matrix_set.loader
