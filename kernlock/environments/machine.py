@@ -65,10 +65,8 @@ def kernels_backend() -> Any | None:
     """The installed kernels loader's own backend probe (its ``_backend()``: ``.name``, ``.variant_str``), or None
     where kernels is absent, keeps it where kernlock does not know, or fails to answer. Never raises."""
     for name in _BACKEND_MODULES:
-        module = sys.modules.get(name)
         try:
-            module = module or importlib.import_module(name)
-            return module._backend()
+            return importlib.import_module(name)._backend()
         except Exception:  # not in this kernels release (or a broken probe): try the next place
             continue
     return None
