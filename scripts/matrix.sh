@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The compatibility matrix (tests/compat/matrix.toml): builds every set but the main one (.venv) in .matrix/<set>
-# with uv, runs the compatibility subset tests/compat/ and every load path of its loader generation
-# (tests/functional/test_loaders.py) in each (the sets of other Pythons, without torch:
+# with uv, runs the compatibility subset tests/compat/, every load path of its loader generation
+# (tests/functional/test_loaders.py) and the set's extra-tests in each (the sets of other Pythons, without torch:
 # tests/compat/test_pythons.py), then the tests that span sets (byte-identical locks from every loader generation and
 # Python, pip's resolver beside every set).
 #   bash scripts/matrix.sh            # every set
@@ -74,22 +74,16 @@ def v(n):
 print(f"python={sys.version.split()[0]}", " ".join(f"{n}={v(n)}" for n in ("torch", "transformers", "kernels", "huggingface_hub")))')
   echo "== matrix set $name: $versions (built in $built)"
   result=ok
-  if [ "$kind" = full ]; then
+  mapfile -t tests < <(.venv/bin/python "$MATRIX_PY" tests "$name")
+  if [ ${#tests[@]} -gt 0 ]; then
     t1=$(now)
-    # tests/compat, and every load path of this set's loader generation (tests/functional/test_loaders.py)
-    if ! KERNLOCK_MATRIX_SET=$name "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/compat \
-      --ignore=tests/compat/test_matrix_cross.py tests/functional/test_loaders.py; then
+    # full sets: tests/compat, every load path of the set's loader generation (tests/functional/test_loaders.py) and
+    # its extra-tests; sets of other Pythons: tests/compat/test_pythons.py
+    if ! KERNLOCK_MATRIX_SET=$name "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"; then
       failed+=("$name")
       result=FAILED
     fi
-    result="$result, tests/compat + test_loaders in $(since "$t1")"
-  elif [ "$kind" = python ]; then
-    t1=$(now)
-    if ! KERNLOCK_MATRIX_SET=$name "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/compat/test_pythons.py; then
-      failed+=("$name")
-      result=FAILED
-    fi
-    result="$result, tests/compat/test_pythons.py in $(since "$t1")"
+    result="$result, ${tests[*]} in $(since "$t1")"
   fi
   summary+=("$name: $result (built in $built)")
 done

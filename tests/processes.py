@@ -72,6 +72,14 @@ def binds_this_environment(argv: Any) -> bool:
 
 
 # First, before anything else in a child: record every socket the process connects.
+#: Before kernels is imported: sigstore looks absent to it (kernels 0.18+ then checks the digest alone, and never
+#: reaches for sigstore's trust root over the network).
+HIDE_SIGSTORE = """
+import importlib.util
+_find = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *rest: None if name == "sigstore" else _find(name, *rest)
+"""
+
 CHILD_PRELUDE = """\
 import json, sys
 CONNECTS = []

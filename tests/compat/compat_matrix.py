@@ -1,8 +1,9 @@
 """The compatibility matrix (matrix.toml beside this file): its sets, which one is installed here, install arguments.
 
-Used by tests/compat/ (what the installed set must show), scripts/matrix.sh (what to install in .matrix/<name>:
-``python tests/compat/compat_matrix.py plan`` and ``... args NAME``) and scripts/supported_versions.py.
-Only the standard library and ``packaging`` (a kernlock dependency), so every matrix venv can import it.
+Used by tests/compat/ (what the installed set must show), scripts/matrix.sh (what to install in .matrix/<name> and
+what to run there: ``python tests/compat/compat_matrix.py plan``, ``... args NAME``, ``... tests NAME``) and
+scripts/supported_versions.py. Only the standard library and ``packaging`` (a kernlock dependency), so every matrix
+venv can import it.
 """
 
 from __future__ import annotations
@@ -43,11 +44,23 @@ class MatrixSet:
     lock_only: bool
     #: Another Python than the matrix's (``"3.10"``): a set without torch that runs tests/compat/test_pythons.py.
     python: str | None = None
+    #: Test files a full set runs beside tests/compat and test_loaders.py (``extra-tests``).
+    extra_tests: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
         """How scripts/matrix.sh builds and tests it: ``full``, ``lock-only`` or ``python``."""
         return "lock-only" if self.lock_only else "python" if self.python else "full"
+
+    @property
+    def tests(self) -> list[str]:
+        """The pytest arguments scripts/matrix.sh runs in this set (none for a lock-only set)."""
+        if self.lock_only:
+            return []
+        if self.python is not None:
+            return ["tests/compat/test_pythons.py"]
+        cross = "--ignore=tests/compat/test_matrix_cross.py"
+        return ["tests/compat", cross, "tests/functional/test_loaders.py", *self.extra_tests]
 
     def pins(self) -> dict[str, Requirement]:
         """Each requirement by its canonical distribution name."""
@@ -157,6 +170,7 @@ def load(path: Path = MATRIX) -> Matrix:
             without=tuple(s.get("without", ())),
             lock_only=bool(s.get("lock-only", False)),
             python=s.get("python"),
+            extra_tests=tuple(s.get("extra-tests", ())),
         )
         for s in data["set"]
     )
@@ -199,10 +213,14 @@ def _main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "args":  # one install argument per line
         print("\n".join(matrix.install_args(argv[1])))
         return 0
+    if len(argv) == 2 and argv[0] == "tests":  # one pytest argument per line
+        for argument in matrix.get(argv[1]).tests:
+            print(argument)
+        return 0
     if argv == ["python"]:
         print(matrix.python)
         return 0
-    print("usage: compat_matrix.py plan | args NAME | python", file=sys.stderr)
+    print("usage: compat_matrix.py plan | args NAME | tests NAME | python", file=sys.stderr)
     return 2
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from cli import run_cli
 from envs import user_env_for
+from processes import HIDE_SIGSTORE
 from projects import CPU_ENV, LockedProject, write_pyproject
 
 from kernlock.lock import file as lockfile
@@ -68,12 +69,6 @@ def _variant_file(locked: LockedProject, name: str) -> Path:
     return found[0]
 
 
-#: Before kernels is imported: sigstore looks absent to it (kernels then checks the digest alone, as offline).
-HIDE_SIGSTORE = """
-import importlib.util
-_find = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *rest: None if name == "sigstore" else _find(name, *rest)
-"""
 LOAD_BY_COMMIT = """
 import kernels
 try:
@@ -183,3 +178,24 @@ def test_the_loaded_commits_kernlock_gathers_across_ranks_are_text(checked: Lock
     )
     checked.assert_locked(child, REPO)
     assert child.report["commits"] == {REPO: checked.entry(REPO).commit}
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(not CHECKS_AT_LOAD, reason="kernels 0.18 on check signatures at load")
+def test_an_unlocked_build_kernels_cannot_check_offline_ends_in_one_line(tmp_path: Path) -> None:
+    """warn mode loads an unlocked repo as kernels would; kernels 0.18+ then checks its signature against sigstore's
+    production root over the network, which is not there (an air-gapped cluster): one line naming the fix, as often
+    as it is tried, where b8ce183 ended in a ``TUFError`` traceback."""
+    locked = _project(tmp_path)
+    unlocked = "kernels-community/unlocked-signed"
+    create_kernel_repo(locked.root, unlocked, {"v1": [CPU_VARIANT]}, kind="activation", signed=True)
+    body = f'import kernels\nkernels.get_kernel("{unlocked}", version=1)\nreport()\n'
+    with HubServer(locked.root) as server:
+        env = {**server.env(), "KERNLOCK_MODE": "warn"}
+        for _ in range(2):  # the retry after a refusal is refused the same way
+            child = locked.run(body, env=env)
+            line = child.error_line()
+            assert child.returncode == 1 and line.startswith("kernlock: error:"), child.stderr[-3000:]
+            assert "Traceback" not in child.stderr, child.stderr[-3000:]
+            assert f"could not check the signature of {unlocked}" in line and "sigstore" in line
+            assert f"kernlock add {unlocked}" in line and "kernlock sync" in line, line

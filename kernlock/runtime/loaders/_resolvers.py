@@ -128,9 +128,35 @@ def _signature_body(
     from kernlock.runtime import policy
 
     call = read_call(sig, args, kwargs) if policy.active() else None
-    if call is not None and policy.origin_of(getattr(call.get("kernel"), "variant_path", None)) is not None:
+    kernel = call.get("kernel") if call is not None else None
+    if kernel is not None and policy.origin_of(getattr(kernel, "variant_path", None)) is not None:
         return None  # a build kernlock verified against kernels.lock in this process
-    return original(*args, **kwargs)
+    try:
+        return original(*args, **kwargs)
+    except Exception as err:
+        if kernel is None or not _root_unreachable(err):
+            raise
+        raise _unchecked(kernel, err) from None
+
+
+def _root_unreachable(err: BaseException) -> bool:
+    """sigstore could not fetch its production trust root (no network): kernels' check could not run at all."""
+    kind = type(err)
+    return kind.__name__ == "TUFError" and kind.__module__.startswith("sigstore")
+
+
+def _unchecked(kernel: Any, err: BaseException) -> Exception:
+    """The one line for an unlocked build whose signature kernels could not check (its trust root unreachable)."""
+    from kernlock.errors import ActivationError
+
+    repo = getattr(getattr(kernel, "origin", None), "repo_id", None)
+    repo = repo if isinstance(repo, str) else "a kernel kernels.lock does not lock"
+    return ActivationError(
+        f"kernels could not check the signature of {repo}, which kernels.lock does not lock: sigstore's trust "
+        f"root is unreachable from this machine ({type(err).__name__}: {err}). Lock it with `kernlock add {repo}` "
+        "and `kernlock sync` (kernlock checks a locked build's signature at lock time, and loads it offline), or "
+        "let this machine reach sigstore's trust root."
+    )
 
 
 def commit_text(commit: Any) -> str | None:
