@@ -128,6 +128,9 @@ def main() -> None:
         f"catalog: {args.kernels} kernels x {args.versions} versions x {args.variants} variants, "
         f"{args.latency * 1000:.0f} ms latency/request{cap}, median of {args.repeat} cold runs"
     )
+    from importlib.metadata import version
+
+    print(f"peer: kernels {version('kernels')} (`kernels lock`), huggingface_hub {version('huggingface_hub')}")
     print(f"{'command':<44}{'requests':>10}{'wall s':>10}")
     for label, name in (
         (f"kernels lock (kernels library), {len(ENVIRONMENTS)} envs", "kernels"),
