@@ -300,7 +300,8 @@ def sync(
 def verify(all_environments: bool, full: bool, project_dir: Path | None) -> None:
     """Re-hash the synced files against kernels.lock, offline.
 
-    Exit 1 naming every file that does not match; recorded signatures are verified again too.
+    Exit 1 naming every file that does not match, or when nothing here could be checked; recorded signatures are
+    verified again too.
     """
     from kernlock import api
     from kernlock.cli import output as cli_output

@@ -245,10 +245,26 @@ def print_verify(result: VerifyResult) -> bool:
             err=True,
         )
         return False
+    if not result.checked:
+        why = f"; {result.not_required}" if result.not_required else ""
+        click.secho(
+            f"error: nothing verified: {result.cache} holds none of kernels.lock's "
+            f"{count(result.unchecked, 'variant')}{why}. Run `kernlock sync` for this machine's environment "
+            "(declared in pyproject.toml's `environments`, then `kernlock lock`), or `kernlock verify "
+            "--all-environments` to require every locked variant in this cache.",
+            fg="red",
+            err=True,
+        )
+        return False
     click.echo(
         f"verified {count(len(result.checked), 'variant')}, {count(result.files, 'file')} in {result.cache}: "
         "all match kernels.lock" + (f", {count(result.signed, 'signature')} verified offline" if result.signed else "")
     )
+    if result.unchecked:
+        click.echo(
+            f"not checked: {count(result.unchecked, 'variant')} of other environments "
+            f"({', '.join(result.unchecked_environments)}), not in this cache"
+        )
     return True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,12 +25,17 @@ def verify(root: Path | None = None, all_environments: bool = False, full: bool 
 
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
+    not_required = None
     if all_environments:
         required = list(lock.environments)
     else:
         try:
-            required = [env for env in [str(detect())] if env in lock.environments]
-        except KernlockError:
-            required = []
+            machine = str(detect())
+        except KernlockError as err:
+            machine, not_required = None, f"this machine's environment is unknown ({err})"
+        required = [env for env in [machine] if env in lock.environments]
+        if machine is not None and not required:
+            not_required = f"this machine ({machine}) is not an environment of kernels.lock"
     trusted_root = project.signatures.trusted_root_path(project.root)
-    return verifying.verify(lock, required, trusted_root=trusted_root, full=full)
+    result = verifying.verify(lock, required, trusted_root=trusted_root, full=full)
+    return replace(result, not_required=not_required)

@@ -51,6 +51,11 @@ class VerifyResult:
     files: int
     cache: Path
     signed: int = 0  # variants whose recorded signature was verified again (offline)
+    #: Locked variants neither in the cache nor required (other environments'), and the environments that load them.
+    unchecked: int = 0
+    unchecked_environments: tuple[str, ...] = ()
+    #: Why this machine required nothing (set by :func:`kernlock.commands.verify.verify`); None when it did.
+    not_required: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,12 +102,15 @@ def verify(
             inspections = list(pool.map(inspect, pairs))
     else:
         inspections = [inspect(pair) for pair in pairs]
+    unchecked: list[LockedVariant] = []
     for (entry, variant), inspection in zip(pairs, inspections, strict=True):
         if not inspection.present:
             if (entry.repo, entry.commit, variant.name) in required:
                 reason = refusals.refusal(entry, variant, root)  # sync refused it, or never ran
                 why = f"refused: {reason}" if reason else "run `kernlock sync`"
                 problems.append(_problem(entry, variant, None, FileState.NOT_SYNCED, why))
+            else:
+                unchecked.append(variant)
             continue
         checked.append(f"{entry.repo} {variant.name}")
         files += len(variant.files)
@@ -132,6 +140,8 @@ def verify(
         files=files,
         cache=root,
         signed=len(signed(intact)) - len(failures),
+        unchecked=len(unchecked),
+        unchecked_environments=tuple(sorted({env for variant in unchecked for env in variant.environments})),
     )
 
 

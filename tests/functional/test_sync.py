@@ -452,6 +452,26 @@ def test_sync_needs_this_environment_in_the_lock(user_env: dict[str, str], hub: 
         api.sync(project)
 
 
+def test_verify_says_what_it_did_not_check(user_env: dict[str, str], hub: HubServer, project: Path):
+    """`verify` with nothing of this machine to check is not a green "all match" (issue 42): it names what it
+    could not check and why, exit 1; a partial check says what it left out."""
+    _lock(project, f'"{ACTIVATION}" = "v1"\n', [CUDA_ENV])  # this machine (CPU) is not an environment of the lock
+    for _ in range(2):
+        nothing = _cli("verify", "--project", str(project))
+        assert nothing.returncode == 1, nothing.stdout
+        assert "all match" not in nothing.stdout + nothing.stderr
+        line = nothing.stderr.strip().splitlines()[-1]
+        assert line.startswith("error: nothing verified") and "none of kernels.lock's 1 variant" in line, line
+        assert f"this machine ({CPU_ENV}) is not an environment of kernels.lock" in line
+        assert "--all-environments" in line, line
+    _lock(project, f'"{ACTIVATION}" = "v1"\n', [CPU_ENV, CUDA_ENV])
+    api.sync(project)  # this machine's variant only
+    partial = _cli("verify", "--project", str(project))
+    assert partial.returncode == 0, partial.stderr
+    assert "verified 1 variant" in partial.stdout and "all match kernels.lock" in partial.stdout
+    assert f"not checked: 1 variant of other environments ({CUDA_ENV}), not in this cache" in partial.stdout
+
+
 def test_add_syncs_unless_no_sync(user_env: dict[str, str], hub: HubServer, project: Path):
     write_pyproject(project, "", [CPU_ENV])
     skipped = _cli("add", f"{ACTIVATION}@v1", "--no-sync", "--project", str(project))
