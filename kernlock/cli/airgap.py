@@ -37,7 +37,7 @@ def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -
     A deterministic tar: kernels.lock, a manifest and the files; `kernlock sync --from FILE` installs it.
     """
     from kernlock import api
-    from kernlock.cli import output as cli_output
+    from kernlock.cli import output_airgap as cli_output
 
     cli_output.print_bundle(api.bundle(project_dir, out, list(environments) or None))
 
@@ -82,7 +82,7 @@ def serve(
     Point HF_ENDPOINT at it: a fleet's machines sync from it as from the Hub.
     """
     from kernlock import api
-    from kernlock.cli import output as cli_output
+    from kernlock.cli import output_airgap as cli_output
 
     if from_bundle is not None and cache is not None:
         raise click.UsageError("--from and --cache cannot be combined.")

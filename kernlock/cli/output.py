@@ -12,8 +12,6 @@ from kernlock.util import interrupt
 from kernlock.util.wording import count, size
 
 if TYPE_CHECKING:
-    from kernlock.airgap.mirror import MirrorApp
-    from kernlock.commands.airgap import BundleResult
     from kernlock.commands.lock import AddResult, LockResult
     from kernlock.commands.sync import NotSynced
     from kernlock.commands.unchanged import Synced
@@ -27,13 +25,11 @@ __all__ = [
     "interrupted",
     "print_active",
     "print_added",
-    "print_bundle",
     "print_env",
     "print_import",
     "print_lock",
     "print_not_synced",
     "print_outdated",
-    "print_serving",
     "print_show",
     "print_sync",
     "print_sync_after_add",
@@ -377,25 +373,6 @@ def print_import(result: ImportResult) -> None:
             f"`kernlock export --format kernels -o {result.moved_to.name}`)"
         )
     click.echo(f"wrote kernels.lock ({count(len(result.lock.kernels), 'entry', 'entries')})")
-
-
-def print_bundle(result: BundleResult) -> None:
-    """`bundle`: what the archive holds and where it is."""
-    click.echo(
-        f"bundled {count(result.variants, 'variant')}, {count(result.files, 'file')} ({size(result.size)}) for "
-        f"{', '.join(result.environments)} into {result.path}"
-    )
-
-
-def print_serving(app: MirrorApp, host: str, port: int) -> None:
-    """`serve`: what is not served (to stderr), and what is, where."""
-    for line in app.catalog.skipped:
-        click.secho(f"  not served: {line}", fg="yellow", err=True)
-    click.echo(
-        f"serving {count(len(app.catalog.repos), 'kernel')}, {count(app.catalog.file_count, 'file')} of "
-        f"kernels.lock at http://{host}:{port} (set HF_ENDPOINT there; GET /health)",
-    )
-    sys.stdout.flush()
 
 
 def interrupted(code: int) -> None:

@@ -15,9 +15,18 @@ from typing import Any
 from kernlock.lock import document
 from kernlock.lock.model import Lock, LockedKernel, Signature
 
-__all__ = ["SHORT", "Change", "LockDiff", "diff"]
+__all__ = ["SHORT", "Change", "LockDiff", "diff", "moved"]
 
 SHORT = 8
+
+
+def moved(old: str, new: str) -> tuple[str, str]:
+    """Two commits as short as :data:`SHORT` digits, longer where they share those (a hand-edited pin one digit
+    from the commit it moves to must not read ``f810c870 -> f810c870``)."""
+    width = SHORT
+    while old[:width] == new[:width] and width < max(len(old), len(new)):
+        width += 1
+    return old[:width], new[:width]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,22 +52,17 @@ class Change:
         if self.old.requested == self.new.requested and self.old.commit == self.new.commit:
             gained = sorted(set(self.new.environments) - set(self.old.environments))
             lost = sorted(set(self.old.environments) - set(self.new.environments))
-            moved = "; ".join(
+            words = "; ".join(
                 [*self._in_words("now also locked for", gained, "was"), *self._in_words("no longer locked for", lost)]
             )
             return (
                 f"Updated {self.repo} {self.new.requested} {self.new.commit[:SHORT]}"
-                f"{': ' + moved if moved else ' (same commit)'}{_via(self.new)}"
+                f"{': ' + words if words else ' (same commit)'}{_via(self.new)}"
             )
+        before, after = moved(self.old.commit, self.new.commit)
         if self.old.requested == self.new.requested:
-            return (
-                f"Updated {self.repo} {self.new.requested} {self.old.commit[:SHORT]} -> {self.new.commit[:SHORT]}"
-                f"{_via(self.new)}"
-            )
-        return (
-            f"Updated {self.repo} {self.old.requested} {self.old.commit[:SHORT]} -> {self.new.requested} "
-            f"{self.new.commit[:SHORT]}{_via(self.new)}"
-        )
+            return f"Updated {self.repo} {self.new.requested} {before} -> {after}{_via(self.new)}"
+        return f"Updated {self.repo} {self.old.requested} {before} -> {self.new.requested} {after}{_via(self.new)}"
 
     def _in_words(self, what: str, envs: list[str], side: str = "now") -> list[str]:
         """``no longer locked for A, B (now v2)``: the environments, grouped by the revision on the other side."""

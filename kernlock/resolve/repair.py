@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kernlock.errors import NotFoundError, UnknownRevisionError
-from kernlock.lock.changes import SHORT
+from kernlock.lock.changes import SHORT, moved
 from kernlock.lock.pins import Pin, read_pins, sides
 from kernlock.util import interrupt
 from kernlock.util.wording import count
@@ -293,10 +293,9 @@ def _changes(found: Salvage, new: Lock, chosen: set[str]) -> list[str]:
             lines.append(f"Added {entry.repo} {entry.requested} {entry.commit[:SHORT]}{_via(entry)}{note}")
             continue
         pins.remove(old)
-        moved = f"{old.commit[:SHORT]} -> {entry.commit[:SHORT]}"
-        if old.requested != entry.requested:
-            moved = f"{old.commit[:SHORT]} -> {entry.requested} {entry.commit[:SHORT]}"
-        lines.append(f"Updated {entry.repo} {old.requested} {moved}{_via(entry)}")
+        before, after = moved(old.commit, entry.commit)
+        to = after if old.requested == entry.requested else f"{entry.requested} {after}"
+        lines.append(f"Updated {entry.repo} {old.requested} {before} -> {to}{_via(entry)}")
     lines += [f"Removed {p.repo} {p.requested} {p.commit[:SHORT]}" for p in pins if p.repo not in chosen]
     return lines
 

@@ -209,6 +209,20 @@ def test_an_edited_commit_the_hub_lacks_is_an_error(locked: Locked, project: Pat
     assert commits(project) == {locked.a: locked.heads[locked.a], locked.b: locked.pins[locked.b]}
 
 
+def test_an_edit_past_the_short_sha_is_told_apart_from_the_new_commit(locked: Locked, project: Path):
+    """A pin edited in its last digit shares its first 8 with the commit the upgrade moves to: the line shows as
+    many digits as tell them apart (issue 42: `Updated ... v1 d1c05426 -> d1c05426`)."""
+    pin, head = locked.pins[locked.a], locked.heads[locked.a]
+    edited = head[:-1] + ("0" if head[-1] != "0" else "1")  # a commit the Hub lacks, one digit from the new head
+    edit(project, pin, edited)
+    upgraded = cli(project, "lock", "--upgrade-kernel", locked.a)
+    assert upgraded.exit_code == 0, upgraded.output
+    found = re.search(rf"^Updated {locked.a} v1 ([0-9a-f]+) -> ([0-9a-f]+)$", upgraded.output, re.M)
+    assert found is not None, upgraded.output
+    old, new = found.groups()
+    assert old != new and edited.startswith(old) and head.startswith(new) and len(old) >= 8, upgraded.output
+
+
 def test_a_deleted_entry_is_resolved_anew_and_said(locked: Locked, project: Path):
     text = (project / "kernels.lock").read_text()
     (project / "kernels.lock").write_text(text.replace(block(text, locked.b), ""))
