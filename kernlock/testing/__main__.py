@@ -1,6 +1,7 @@
 """``python -m kernlock.testing catalog|serve|move``: the sample Hub from the shell (docs/testing-hub.md).
 
-- ``catalog ROOT``: build the sample catalog (docs/fixtures.md) under ROOT and list its repositories;
+- ``catalog ROOT``: build the sample catalog (docs/fixtures.md) under ROOT and list its repositories (a sample Hub
+  this command built there before is kept as it is: exit 0);
 - ``serve ROOT [--host H] [--port P] [--latency S]``: serve ROOT as a Hub until SIGTERM/SIGINT (exit status 0). The
   first line on stdout is the server's URL, the second the ``export HF_ENDPOINT=...`` line to paste;
 - ``move ROOT REPO BRANCH [VARIANT...]``: re-upload builds of BRANCH (all of them by default), as an upstream
@@ -20,6 +21,8 @@ from pathlib import Path
 __all__ = ["main"]
 
 _COMMANDS = ("catalog", "serve", "move")
+#: Written last by ``catalog``: the folder holds the whole sample Hub (a second ``catalog`` keeps it).
+_MARKER = ".kernlock-sample-hub"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{catalog,serve,move}")
     catalog = commands.add_parser("catalog", help="build the sample catalog of kernel repositories under ROOT")
-    catalog.add_argument("root", type=Path, help="folder to build it in (created; must be empty or missing)")
+    catalog.add_argument(
+        "root", type=Path, help="folder to build it in (created; empty, missing, or a sample Hub built before: kept)"
+    )
     serve = commands.add_parser("serve", help="serve ROOT as a Hub until interrupted")
     serve.add_argument("root", type=Path, help="folder holding kernels/{org}/{name} and models/{org}/{name}")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -62,9 +67,15 @@ def main(argv: list[str] | None = None) -> int:
 def _catalog(parser: argparse.ArgumentParser, root: Path) -> int:
     from kernlock.testing.fixtures import build_catalog
 
+    marker = root / _MARKER
+    if marker.is_file():  # built here before (the Quick start pasted again): kept as it is, moved branches and all
+        print(f"{root.resolve()} already holds the sample Hub (built by this command; delete the folder to start over)")
+        print(f"serve it: python -m kernlock.testing serve {root} --port 8765")
+        return 0
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         parser.error(f"{root} exists and is not an empty folder; pick a new one")
     catalog = build_catalog(root)
+    marker.write_text("the sample Hub of `python -m kernlock.testing catalog` (docs/testing-hub.md)\n")
     print(f"built the sample Hub in {root.resolve()}:")
     for repo_id in catalog.repo_ids:
         branches = sorted(b for b in catalog.repo(repo_id).branches() if b != "main")

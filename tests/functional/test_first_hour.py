@@ -83,7 +83,16 @@ def test_sample_hub_commands_build_serve_with_latency_and_move_a_branch(tmp_path
     again = subprocess.run(
         [sys.executable, "-m", "kernlock.testing", "catalog", str(root)], capture_output=True, text=True
     )
-    assert again.returncode == 2 and "not an empty folder" in again.stderr  # never builds over a Hub
+    # the Quick start pasted twice: the Hub it built is kept as it is (never built over), exit 0
+    assert again.returncode == 0 and f"{root.resolve()} already holds the sample Hub" in again.stdout, again.stderr
+    other = tmp_path / "not-a-hub"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine\n")
+    refused = subprocess.run(
+        [sys.executable, "-m", "kernlock.testing", "catalog", str(other)], capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "not an empty folder" in refused.stderr
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
     server = _Served(["serve", str(root), "--port", "0", "--latency", "0.3"])
     served.append(server)
@@ -193,6 +202,8 @@ def _transcript_script(commands: list[str]) -> str:
     return "\n".join(parts) + "\n"
 
 
+#: The git identity of a developer's machine (README: `git config --global user.name`, `user.email`).
+GIT_USER = {"NAME": "A. User", "EMAIL": "user@example.com"}
 NOT_SYNCED = "not synced: this machine loads no kernels (torch is not installed); run `kernlock sync` where training"
 
 
@@ -213,23 +224,30 @@ def test_readme_quick_start_pasted_line_by_line_into_an_empty_folder(
     commands = [command for part in chosen for block in _consoles(part) for command in _pasted(block)]
     bin_folder = Path(sys.executable).parent if torch else wheel_installed("3.12")
     env = venv_env(bin_folder, user_env_for(tmp_path, hub))
+    env.update({f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER") for what, value in GIT_USER.items()})
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = subprocess.run(
-        ["bash", "-c", _transcript_script(commands)],
-        cwd=empty,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-    )
-    print(done.stdout)  # the transcript: `pytest -rP` shows it
-    assert done.returncode == 0, done.stdout
-    assert done.stdout.count("\n[exit 0]\n") == len(commands) >= (6 if torch else 4)
-    assert "Traceback" not in done.stdout and "warning" not in done.stdout, done.stdout
+    for paste in ("first", "again"):  # pasted twice into the same folder: the second changes nothing, exit 0 too
+        done = subprocess.run(
+            ["bash", "-c", _transcript_script(commands)],
+            cwd=empty,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+        )
+        print(done.stdout)  # the transcript: `pytest -rP` shows it
+        assert done.returncode == 0, (paste, done.stdout)
+        assert done.stdout.count("\n[exit 0]\n") == len(commands) >= (7 if torch else 5)
+        assert "Traceback" not in done.stdout and "warning" not in done.stdout, done.stdout
 
     project = empty / "my-training-project"
+    # committed: the restore kernlock's errors advise works, and the second paste made no commit of its own
+    restored = subprocess.run(["git", "checkout", "HEAD", "--", "kernels.lock"], cwd=project, env=env)
+    assert restored.returncode == 0
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=project, env=env, capture_output=True, text=True)
+    assert log.stdout.splitlines() == ["Lock kernels"], log.stdout
     lock = lockfile.read(project / "kernels.lock")
     assert lock.environments == (CU128, CPU_ENV)
     activation = lock.entry_for("kernels-community/activation", CPU_ENV)
