@@ -309,6 +309,9 @@ def print_outdated(report: Report) -> None:
         click.echo(f"{e.repo} {e.requested} {e.commit[:12]}{via}: {state}")
         if row.newer_version:
             click.echo(f"  newer version with builds for every environment: {row.newest}")
+        if row.skipped:
+            click.echo(f"  newer versions skipped: {'; '.join(row.skipped)}")
+            click.echo("\n".join(row.fix) if row.fix else "  (declare fewer environments to move to them)")
     if report.upgrade_error:
         click.secho(f"`kernlock lock --upgrade` would fail: {report.upgrade_error}", fg="yellow")
     elif report.upgrade:

@@ -277,7 +277,8 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     With no ``root`` and no enclosing project, the project is created in the current folder (``created``).
     """
     from kernlock.resolve import nobuild
-    from kernlock.resolve.resolver import latest_version, resolve
+    from kernlock.resolve.resolver import resolve
+    from kernlock.resolve.versions import latest_version
 
     interrupt.reset()
     parsed = [Spec.parse(text) for text in specs]

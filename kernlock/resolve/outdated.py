@@ -17,7 +17,8 @@ from kernlock.hub.client import Hub
 from kernlock.lock import changes, document
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.project.inputs import Project, Upgrade
-from kernlock.resolve.resolver import latest_version, resolve
+from kernlock.resolve.resolver import resolve
+from kernlock.resolve.versions import Skipped, move_fix, scan_versions
 
 __all__ = ["Moved", "Report", "Row", "report"]
 
@@ -40,6 +41,10 @@ class Row:
     gone: bool  # the ref no longer exists on the Hub
     newest: str | None  # newest version branch with a build for every environment of this repo's entries
     upgrade: changes.Change | None  # what `lock --upgrade` would change for this entry
+    #: Versions newer than the locked one skipped for lack of builds ("v5 lacks A, B"), newest first, and the pins
+    #: that would move it to the newest of them where it builds (to paste into [tool.kernlock.kernels]).
+    skipped: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
 
     @property
     def pinned(self) -> bool:
@@ -65,6 +70,7 @@ class Row:
             "newest_version": self.newest,
             "newer_version": self.newer_version,
             "upgrade": self.upgrade.as_dict() if self.upgrade else None,
+            "skipped_versions": list(self.skipped),
             "outdated": self.outdated,
         }
 
@@ -98,15 +104,32 @@ def report(project: Project, lock: Lock, environments: list[Environment], hub: H
     except KernlockError as err:  # e.g. a moved branch lost the build of an environment: say so, report the rest
         error, diff = str(err), changes.LockDiff()
     per_entry = {(c.old.repo, c.old.requested, c.old.commit): c for c in diff.changes if c.old is not None}
-    newest: dict[str, str | None] = {}
+    scans: dict[str, tuple[str | None, list[Skipped], list[Environment]]] = {}
     rows = []
     for entry in lock.kernels:
-        if entry.repo not in newest:
+        if entry.repo not in scans:
             envs = sorted({e for k in lock.entries(entry.repo) for e in k.environments})
-            newest[entry.repo] = _newest(hub, entry.repo, [by_name.get(e) or Environment.parse(e) for e in envs])
+            parsed = [by_name.get(e) or Environment.parse(e) for e in envs]
+            scans[entry.repo] = (*_scan(hub, entry.repo, parsed), parsed)
+        newest, skipped, parsed = scans[entry.repo]
+        newer = [s for s in skipped if _version(s.version) > _version(entry.ref)] if _version(entry.ref) >= 0 else []
+        requirement = project.requirements.get(entry.repo)
+        partial = [s for s in newer if len(s.refused) < len(parsed)]  # the newest with a build somewhere
+        single = requirement is not None and len(requirement.pins) == 1  # pinned per environment: the user's own
+        fix = move_fix(hub, requirement, partial[0], parsed) if partial and requirement and single else []
         moved, gone = _moved(hub, entry)
         change = per_entry.get((entry.repo, entry.requested, entry.commit))
-        rows.append(Row(entry=entry, moved=moved, gone=gone, newest=newest[entry.repo], upgrade=change))
+        rows.append(
+            Row(
+                entry=entry,
+                moved=moved,
+                gone=gone,
+                newest=newest,
+                upgrade=change,
+                skipped=tuple(reason for s in newer for reason in s.reasons),
+                fix=tuple(fix),
+            )
+        )
     return Report(rows=rows, upgrade=diff, upgrade_error=error)
 
 
@@ -125,11 +148,11 @@ def _moved(hub: Hub, entry: LockedKernel) -> tuple[Moved | None, bool]:
     return Moved(head=head, commits=count, date=history[0][1] if history else ""), False
 
 
-def _newest(hub: Hub, repo: str, environments: list[Environment]) -> str | None:
+def _scan(hub: Hub, repo: str, environments: list[Environment]) -> tuple[str | None, list[Skipped]]:
     try:
-        return latest_version(hub, repo, environments)
-    except KernlockError:
-        return None
+        return scan_versions(hub, repo, environments)
+    except KernlockError:  # no stable version branch: nothing newer to report
+        return None, []
 
 
 def _version(ref: str | None) -> int:

@@ -8,17 +8,17 @@ resolved the same way, as their own entries. Requests run in parallel, one wave 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from kernlock.environments.environment import Environment
 from kernlock.errors import KernlockError, NotFoundError, ResolutionError, UnknownRevisionError
 from kernlock.lock.file import normalized
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant, environment_facts
-from kernlock.project.inputs import Pin, Project, Requirement, Upgrade
-from kernlock.resolve import eligibility, nobuild
+from kernlock.project.inputs import Project, Requirement, Upgrade
+from kernlock.resolve import nobuild
 from kernlock.resolve.dependencies import declared_dependencies
+from kernlock.resolve.versions import builds_for, read_metadata, refusals, versions_with_builds
 from kernlock.util import interrupt
 
 TYPE_CHECKING = False
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_WORKERS",
-    "latest_version",
     "locked_variants",
     "resolve",
 ]
@@ -162,11 +161,11 @@ def _resolve_task(
         fix = f"; move the pin with `kernlock lock --upgrade-kernel {task.repo}`" if kept is not None else ""
         raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} is not on the Hub ({err}){fix}") from err
     chosen = {env: env.select_variant(tree) for env in task.environments}
-    refused = _refusals(hub, task.repo, commit, tree, chosen)
+    refused = refusals(hub, task.repo, commit, tree, chosen)
     if refused:
         raise ResolutionError(
             nobuild.message(
-                task.repo, task.rev, task.requirement, commit, refused, tree, everywhere, _builds_for(hub, task.repo)
+                task.repo, task.rev, task.requirement, commit, refused, tree, everywhere, builds_for(hub, task.repo)
             )
         )
     entry = LockedKernel(
@@ -201,7 +200,7 @@ def _dependencies(
     """Kernel dependencies declared in the chosen variants' metadata.json, as tasks for their environments."""
     found: dict[tuple[str, str], _Task] = {}
     for name in sorted({v for v in chosen.values() if v}):
-        metadata = _metadata(hub, task.repo, commit, name, tree)
+        metadata = read_metadata(hub, task.repo, commit, name, tree)
         if metadata is None:
             continue
         envs = {env for env, v in chosen.items() if v == name}
@@ -212,62 +211,13 @@ def _dependencies(
     return list(found.values())
 
 
-def _metadata(hub: Hub, repo: str, commit: str, name: str, tree: dict[str, tuple[LockedFile, ...]]) -> object:
-    """The parsed ``build/<name>/metadata.json`` at ``commit`` (None when the variant has none); each distinct
-    blob is fetched once per lock, however many variants or commits share it."""
-    found = [f for f in tree[name] if f.path == "metadata.json"]
-    if not found:
-        return None
-    try:
-        return json.loads(hub.read_blob(repo, commit, f"build/{name}/metadata.json", found[0].hash))
-    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
-        raise ResolutionError(
-            f"{repo}@{commit[:12]}: build/{name}/metadata.json is not JSON; report it to the kernel's publisher."
-        ) from err
-
-
-def _refusals(
-    hub: Hub, repo: str, commit: str, tree: dict[str, tuple[LockedFile, ...]], chosen: dict[Environment, str | None]
-) -> dict[Environment, str]:
-    """Why each environment cannot use this commit (no build, or the loader would refuse the build it chooses:
-    a missing compute capability, a ``kernels-minver`` above the declared loader); empty when all can."""
-    found = {}
-    for env, name in sorted(chosen.items(), key=lambda item: item[0].name):
-        if name is None:
-            found[env] = eligibility.no_build_reason(env)
-        elif env.kernels is not None or env.extras.cuda_capabilities:
-            metadata = _metadata(hub, repo, commit, name, tree)
-            reason = eligibility.refusal(env, name, metadata, f"{repo}@{commit[:12]} build/{name}/metadata.json")
-            if reason is not None:
-                found[env] = reason
-    return found
-
-
-def _versions_with_builds(hub: Hub, repo: str, environments: Iterable[Environment]) -> list[str]:
-    """The version branches of ``repo`` (oldest first) with a build every one of ``environments`` loads (its
-    declared facts included: compute capabilities, loader version, free-threaded Python)."""
-    envs = list(environments)
-    found = []
-    for number, commit in sorted(hub.refs(repo).versions().items()):
-        tree = hub.build_tree(repo, commit)
-        if not _refusals(hub, repo, commit, tree, {env: env.select_variant(tree) for env in envs}):
-            found.append(f"v{number}")
-    return found
-
-
-def _builds_for(hub: Hub, repo: str) -> Callable[[list[Environment]], list[str]]:
-    """The versions of ``repo`` with a build for given environments, as :mod:`kernlock.resolve.nobuild` asks for
-    them."""
-    return lambda environments: _versions_with_builds(hub, repo, environments)
-
-
 def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
     """For a revision the repo does not have: the versions that would work on the task's environments."""
     try:
         refs = hub.refs(task.repo)
         if task.rev in refs.branches or task.rev in refs.tags:
             return None
-        usable = _versions_with_builds(hub, task.repo, task.environments)
+        usable = versions_with_builds(hub, task.repo, task.environments)
     except KernlockError:
         return None
     others = sorted(set(refs.branches) - {f"v{n}" for n in refs.versions()}) + sorted(refs.tags)
@@ -341,37 +291,3 @@ def _restrict(entry: LockedKernel, envs: set[str]) -> LockedKernel:
         if keep:
             variants.append(replace(v, environments=keep))
     return replace(entry, environments=tuple(sorted(envs)), variants=tuple(variants))
-
-
-def latest_version(hub: Hub, repo: str, environments: list[Environment]) -> str:
-    """The newest version branch ``vN`` (N >= 1) with a build for every environment; ResolutionError if none."""
-    refs = hub.refs(repo)
-    versions = sorted((n for n in refs.versions() if n >= 1), reverse=True)
-    lacking: list[str] = []
-    for number in versions:
-        commit = refs.versions()[number]
-        tree = hub.build_tree(repo, commit)
-        refused = _refusals(hub, repo, commit, tree, {env: env.select_variant(tree) for env in environments})
-        if not refused:
-            return f"v{number}"
-        missing = [str(env) for env, reason in refused.items() if reason == eligibility.NO_BUILD]
-        if missing:
-            lacking.append(f"v{number} lacks {', '.join(missing)}")
-        lacking += [f"v{number}: {env}: {r}" for env, r in refused.items() if r != eligibility.NO_BUILD]
-    if not versions:
-        only = ", ".join(f"v{n}" for n in refs.versions()) or "no version branches"
-        raise ResolutionError(
-            f"{repo} has no stable version branch (v1 or later; found: {only}); "
-            f"ask for one explicitly, e.g. `kernlock add {repo}@v0`."
-        )
-    newest = f"v{versions[0]}"
-    tree = hub.build_tree(repo, refs.versions()[versions[0]])
-    chosen = {env: env.select_variant(tree) for env in environments}
-    refused_newest = list(_refusals(hub, repo, refs.versions()[versions[0]], tree, chosen))
-    single = Requirement(repo=repo, pins=(Pin(rev=newest),))
-    fix = nobuild.when_fix(repo, newest, single, refused_newest, environments, _builds_for(hub, repo))
-    raise ResolutionError(
-        f"no version of {repo} has a build for every environment ({'; '.join(lacking)}). Declare fewer "
-        + ("environments, or pin per environment." if fix else "environments.")
-        + "".join(f"\n{line}" for line in fix)
-    )

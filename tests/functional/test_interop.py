@@ -331,6 +331,29 @@ def outdated(project: Path, env: dict[str, str]) -> dict:
     return {row["repo"]: row for row in report["kernels"]} | {"upgrade": report["upgrade"]}
 
 
+def test_outdated_says_why_newer_versions_were_skipped_and_what_to_paste_to_move(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """A newer version without a build for every environment is not silently passed over (issue 42): `outdated`
+    names it and what it lacks, and prints the per-environment pins that move to it; pasted, they lock."""
+    x = own_repo(catalog, {"v1": [CPU_VARIANT, CU128], "v2": [CPU_VARIANT]})
+    write_pyproject(project, f'"{x}" = "v1"\n', [CPU_ENV, CU128])
+    assert run_cli("lock", "--project", str(project), env=user_env).returncode == 0
+    rows = outdated(project, user_env)
+    assert rows[x]["skipped_versions"] == [f"v2 lacks {CU128}"] and rows[x]["newest_version"] == "v1"
+    text = run_cli("outdated", "--project", str(project), env=user_env).stdout
+    assert f"newer versions skipped: v2 lacks {CU128}" in text, text
+    pins = text[text.index(f'"{x}" = [') : text.index("]", text.index(f'"{x}" = [')) + 1]
+    assert '{ rev = "v1", when = "cuda == 12.8" }' in pins and '{ rev = "v2" }' in pins, text
+    write_pyproject(project, textwrap.dedent(pins) + "\n", [CPU_ENV, CU128])
+    locked = run_cli("lock", "--project", str(project), env=user_env)
+    assert locked.returncode == 0, locked.stderr
+    lock = lockfile.read(project / "kernels.lock")
+    assert {env: lock.entry_for(x, env).requested for env in (CPU_ENV, CU128)} == {CPU_ENV: "v2", CU128: "v1"}
+    again = run_cli("outdated", "--project", str(project), env=user_env).stdout
+    assert '{ rev = "v2" }' not in again  # pinned per environment already: no fix offered again
+
+
 @pytest.mark.slow
 def test_outdated_before_and_after_a_branch_moves_and_a_new_version_appears(
     catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
