@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
         stale_reason,
         target_environments,
     )
-    from kernlock.commands.reports import env_report, outdated
+    from kernlock.commands.reports import env_report, environments, outdated
     from kernlock.commands.show import ShowResult, show
     from kernlock.commands.sync import NotSynced, not_synced_here, sync, sync_after_add
     from kernlock.commands.unchanged import Synced, lock_is_current, synced
@@ -56,6 +56,7 @@ _HOMES = {
     "verify": "commands.verify",
     "env_report": "commands.reports",
     "outdated": "commands.reports",
+    "environments": "commands.reports",
     "export": "commands.interop",
     "import_kernels": "commands.interop",
     "BundleResult": "commands.airgap",
@@ -78,6 +79,7 @@ __all__ = [
     "add_from",
     "bundle",
     "env_report",
+    "environments",
     "export",
     "import_kernels",
     "lock",

@@ -1,4 +1,5 @@
-"""`kernlock env` and `kernlock outdated`: what this machine is and loads, and what moved on the Hub."""
+"""`kernlock env`, `kernlock environments` and `kernlock outdated`: what this machine is and loads, which environments
+kernels have builds for, and what moved on the Hub."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from kernlock.util import interrupt
 
 if TYPE_CHECKING:
     from kernlock.hub.client import Hub
+    from kernlock.resolve.available import Available
     from kernlock.resolve.outdated import Report
 
-__all__ = ["env_report", "outdated"]
+__all__ = ["env_report", "environments", "outdated"]
 
 
 def env_report(root: Path | None = None) -> dict[str, Any]:
@@ -113,3 +115,21 @@ def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
         if (entry["repo"], entry["commit"]) in targets
     ]
     return replace(report, checks=tuple(checks))
+
+
+def environments(specs: list[str], root: Path | None = None, hub: Hub | None = None) -> Available:
+    """`kernlock environments`: the environment strings the kernels ``specs`` (``org/name[@rev]``; none: the
+    project's requirements, each at every revision it pins) have builds for, and which kernels load where."""
+    from kernlock.resolve.available import available
+
+    interrupt.reset()
+    if specs:
+        parsed = [projects.Spec.parse(spec) for spec in specs]
+        wanted = [(spec.repo, spec.rev) for spec in parsed]
+    else:
+        project = projects.load(projects.locate(root))
+        wanted = [(repo, pin.rev) for repo, req in project.requirements.items() for pin in req.pins]
+        if not wanted:
+            example = "`kernlock environments kernels-community/flash-attn2`"
+            raise LockError(f"pyproject.toml asks for no kernel: name some, e.g. {example}.")
+    return available(hub_client(hub), list(dict.fromkeys(wanted)))

@@ -4,6 +4,7 @@ pair turns Hub kernels off. Real CLI, real processes."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -656,3 +657,42 @@ def test_a_disk_without_room_is_refused_before_any_download(
     assert "writable" not in failed.stderr
     assert hub.log.count(contains="/resolve/") == 0  # refused before the first download
     assert not [p for p in small_disk.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+
+
+# -- 4. the environment strings, learned on a machine without torch (issue 42) ----------------------------------
+
+
+def test_environments_lists_what_the_kernels_build_for_and_each_listed_string_locks(
+    catalog: Catalog, hub: HubServer, user_env: dict[str, str], project: Path
+):
+    """`kernlock environments` answers what a machine without torch cannot learn from `kernlock env`: the strings
+    the kernels have builds for, in words. Every string it lists under "every one" locks both kernels; one it
+    lists as served by only one of them does not lock the other."""
+    fa2, activation = f"{catalog.flash_attn2}@v3", f"{catalog.activation}@v1"
+    shown = run_cli("environments", fa2, activation, env=user_env, cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert f"  {CU128}     torch 2.11, CUDA 12.8, x86_64 Linux\n" in shown.stdout, shown.stdout
+    assert f"  {CPU_ENV}       torch 2.13, CPU, x86_64 Linux\n" in shown.stdout
+    found = json.loads(run_cli("environments", fa2, activation, "--json", env=user_env, cwd=project).stdout)
+    rows = {row["name"]: row["kernels"] for row in found["environments"]}
+    everywhere = sorted(env for env, repos in rows.items() if len(repos) == 2)
+    partly = sorted(env for env, repos in rows.items() if repos == [catalog.activation])
+    assert CU128 in everywhere and CPU_ENV in everywhere and partly
+    kernels = f'"{catalog.flash_attn2}" = "v3"\n"{catalog.activation}" = "v1"\n'
+    write_pyproject(project, kernels, everywhere)
+    locked = run_cli("lock", env=user_env, cwd=project)
+    assert locked.returncode == 0, locked.stderr
+    assert set(lockfile.read(project / "kernels.lock").environments) == set(everywhere)
+    write_pyproject(project, kernels, [partly[0]])
+    refused = run_cli("lock", env=user_env, cwd=project)
+    assert refused.returncode == 1 and catalog.flash_attn2 in refused.stderr and partly[0] in refused.stderr
+    # no SPEC: the project's requirements, each at the revision it pins
+    write_pyproject(project, kernels, [CPU_ENV])
+    again = json.loads(run_cli("environments", "--json", env=user_env, cwd=project).stdout)
+    assert {(k["repo"], k["rev"]) for k in again["kernels"]} == {
+        (catalog.flash_attn2, "v3"),
+        (catalog.activation, "v1"),
+    }
+    assert {row["name"]: row["kernels"] for row in again["environments"]} == rows
+    nothing = run_cli("environments", "kernels-community/flash-attn2@v99", env=user_env, cwd=project)
+    assert nothing.returncode == 1 and "has no branch or tag 'v99'" in nothing.stderr
