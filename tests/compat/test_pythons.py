@@ -110,6 +110,13 @@ def test_outdated(site: Site) -> None:
     assert "would change nothing" in _ok(site.cli("outdated")).stdout
 
 
+def test_environments_names_the_strings_to_declare_without_torch(site: Site) -> None:
+    """A machine without torch has no environment of its own; `environments` reads the strings off the kernels."""
+    shown = _ok(site.cli("environments")).stdout
+    assert f"{ACTIVATION} v2" in shown and f"{FA2} v4" in shown
+    assert f"  {CPU_ENV}" in shown and "torch 2.13, CPU, x86_64 Linux" in shown, shown
+
+
 def test_bundle_and_sync_from_it_with_no_network(site: Site, tmp_path: Path) -> None:
     bundle = tmp_path / "site.tar"
     assert "bundled 4 variants" in _ok(site.cli("bundle", "-o", str(bundle), env=site.offline)).stdout
