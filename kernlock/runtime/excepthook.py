@@ -92,7 +92,16 @@ def message_of(err: BaseException) -> str | None:
     found = root_kernlock_error(err)
     if found is not None:
         return str(found)
-    return _spawned(err)
+    return _spawned(err) or _refused_by_fallback(err)
+
+
+def _refused_by_fallback(err: BaseException) -> str | None:
+    """kernels' error for a load the ``LOCAL_KERNELS`` fallback refused (it names the folder kernlock pinned the
+    repo to, which does not exist): the fallback's line for that repo."""
+    fallback = sys.modules.get("kernlock.runtime.loaders.fallback")
+    refused: dict[str, str] = getattr(fallback, "REFUSED", None) or {}
+    text = str(err)
+    return next((line for folder, line in refused.items() if folder in text), None)
 
 
 def _spawned(err: BaseException) -> str | None:

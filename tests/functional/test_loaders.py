@@ -386,6 +386,15 @@ report(errors=errors, identities=identities())
     assert FA2 not in report["identities"] and report["identities"][ACTIVATION] == runtime.identity(ACTIVATION)
     problem = [line for line in child.stderr.splitlines() if "cannot be pinned through LOCAL_KERNELS" in line]
     assert len(problem) == 1 and FA2 in problem[0] and "its loads fail" in problem[0] and "__init__.py" in problem[0]
+    # uncaught, as in a training script: one line naming the repo and the fix, not kernels' FileNotFoundError
+    # naming kernlock's not-verified folder (issue 42)
+    uncaught = runtime.run(
+        f'import kernels\nkernels.get_kernel("{FA2}", version=1)\n', env={**env, **_with_kernels(runtime, site)}
+    )
+    line = uncaught.error_line()
+    assert uncaught.returncode == 1 and line.startswith("kernlock: error:"), uncaught.stderr[-3000:]
+    assert "Traceback" not in uncaught.stderr and "not-verified" not in uncaught.stderr, uncaught.stderr[-3000:]
+    assert f"{FA2} is locked, but its build here could not be pinned" in line and "`kernlock sync`" in line, line
 
 
 @pytest.mark.subprocess

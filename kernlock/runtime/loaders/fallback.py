@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-__all__ = ["COVERAGE", "NOT_COVERED", "install"]
+__all__ = ["COVERAGE", "NOT_COVERED", "REFUSED", "install"]
 
 logger = logging.getLogger("kernlock")
 
@@ -42,6 +42,9 @@ COVERAGE: dict[str, tuple[bool, str]] = {
 }
 _told = False
 _user_value: str | None = None  # LOCAL_KERNELS as the user set it, before kernlock added its entries
+#: The folder (that does not exist) each refused repo is pinned to in strict mode -> the one line that says why:
+#: kernels' own error names the folder (kernlock.runtime.excepthook prints this line instead).
+REFUSED: dict[str, str] = {}
 
 
 def _parse(value: str) -> dict[str, str]:
@@ -70,6 +73,11 @@ def install(version: str, reason: str) -> None:
         ours.pop(repo, None)
         if policy.strict():
             ours[repo] = str(Path(cache_root(), "not-verified", repo.replace("/", "--")))  # loads of it fail
+            REFUSED[ours[repo]] = (
+                f"{repo} is locked, but its build here could not be pinned under kernels {version}, so it is not "
+                f"loaded: {problem.rstrip('.')}. (With a tested pair installed, every load path is pinned: "
+                f"{INSTALL_KERNELS}.)"
+            )
         consequence = "its loads fail" if policy.strict() else "it loads unpinned, as kernels would"
         policy.warn_once(
             f"fallback:{repo}", f"{repo} cannot be pinned through LOCAL_KERNELS ({consequence}): {problem}"
