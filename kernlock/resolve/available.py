@@ -37,7 +37,7 @@ class Available:
     """Every kernel asked about, and per environment string (any kernel's arch build) the kernels that load there."""
 
     kernels: tuple[Kernel, ...]
-    serving: dict[str, tuple[str, ...]]  # environment -> the repos with a build it would load
+    serving: dict[str, tuple[str, ...]]  # environment -> the kernels ("org/name@rev") with a build it would load
 
     @property
     def everywhere(self) -> list[str]:
@@ -65,10 +65,14 @@ class Available:
 def available(hub: Hub, wanted: list[tuple[str, str | None]]) -> Available:
     """The builds of each ``(repo, rev)`` (no rev: its newest version branch) and which environments load them."""
     kernels = [_kernel(hub, repo, rev) for repo, rev in wanted]
-    trees = {k.repo: hub.build_tree(k.repo, k.commit) for k in kernels}
+    trees = [hub.build_tree(k.repo, k.commit) for k in kernels]  # one repo may come at two revisions (`when` pins)
     names = sorted({env for k in kernels for env in k.environments}, key=_order)
     serving = {
-        env: tuple(k.repo for k in kernels if Environment.parse(env).select_variant(trees[k.repo]) is not None)
+        env: tuple(
+            f"{k.repo}@{k.rev}"
+            for k, tree in zip(kernels, trees, strict=True)
+            if Environment.parse(env).select_variant(tree) is not None
+        )
         for env in names
     }
     return Available(kernels=tuple(kernels), serving=serving)

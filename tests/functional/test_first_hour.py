@@ -676,7 +676,7 @@ def test_environments_lists_what_the_kernels_build_for_and_each_listed_string_lo
     found = json.loads(run_cli("environments", fa2, activation, "--json", env=user_env, cwd=project).stdout)
     rows = {row["name"]: row["kernels"] for row in found["environments"]}
     everywhere = sorted(env for env, repos in rows.items() if len(repos) == 2)
-    partly = sorted(env for env, repos in rows.items() if repos == [catalog.activation])
+    partly = sorted(env for env, repos in rows.items() if repos == [activation])
     assert CU128 in everywhere and CPU_ENV in everywhere and partly
     kernels = f'"{catalog.flash_attn2}" = "v3"\n"{catalog.activation}" = "v1"\n'
     write_pyproject(project, kernels, everywhere)
@@ -686,6 +686,15 @@ def test_environments_lists_what_the_kernels_build_for_and_each_listed_string_lo
     write_pyproject(project, kernels, [partly[0]])
     refused = run_cli("lock", env=user_env, cwd=project)
     assert refused.returncode == 1 and catalog.flash_attn2 in refused.stderr and partly[0] in refused.stderr
+    # one kernel pinned per environment counts at each revision it pins
+    write_pyproject(project, f'"{catalog.flash_attn2}" = [{{ rev = "v2", when = "cuda == 12.8" }}, {{ rev = "v3" }}]\n')
+    both = json.loads(run_cli("environments", "--json", env=user_env, cwd=project).stdout)
+    assert [(k["repo"], k["rev"]) for k in both["kernels"]] == [
+        (catalog.flash_attn2, "v2"),
+        (catalog.flash_attn2, "v3"),
+    ]
+    served = {row["name"]: row["kernels"] for row in both["environments"]}
+    assert served[CU128] == [f"{catalog.flash_attn2}@v2", fa2]  # both revisions build for CUDA 12.8 on torch 2.11
     # no SPEC: the project's requirements, each at the revision it pins
     write_pyproject(project, kernels, [CPU_ENV])
     again = json.loads(run_cli("environments", "--json", env=user_env, cwd=project).stdout)
