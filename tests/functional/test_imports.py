@@ -88,6 +88,7 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
         "kernlock.cli.app",
         "kernlock.cli.common",
         "kernlock.cli.console",
+        "kernlock.cli.environments",  # `environments` (click only)
         "kernlock.cli.hook",  # the `kernlock hook` group's commands (click only)
         "kernlock.cli.interop",  # `import` and `export` (click only)
         "kernlock.cli.run",
