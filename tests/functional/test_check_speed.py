@@ -143,9 +143,11 @@ def test_check_upgrade_to_the_slow_build_reports_the_slowdown(catalog: Catalog, 
         result = _cli(server, env, *args)
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    verdict = rf"{re.escape(repo)} v1 \w{{8}} -> v2 \w{{8}}: pass, forward\+backward ([\d.]+)x slower \(attention"
-    match = re.search(verdict, result.stdout)
-    assert match and float(match.group(1)) > 2.5, result.stdout
+    # the verdict names the case that slowed most: the attention's forward+backward or the training step around it
+    # (on a loaded machine either can come out ahead; both are the slow build's doing)
+    slower = r"(?:forward\+backward ([\d.]+)x slower \(attention|training step ([\d.]+)x slower \(llama)"
+    match = re.search(rf"{re.escape(repo)} v1 \w{{8}} -> v2 \w{{8}}: pass, {slower}", result.stdout)
+    assert match and float(match.group(1) or match.group(2)) > 2.5, result.stdout
     assert "no upgrade breaks parity" in result.stdout
     assert (project / "kernels.lock").read_bytes() == before
 
