@@ -5,6 +5,7 @@ One copy each: look here before writing one in a test."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ class ProcessLog:
 
         if event == "subprocess.Popen":  # (executable, args, cwd, env)
             argv = args[1]
-            self.binds = self.binds or binds_this_environment(argv)
+            self.binds = self.binds or binds_this_environment(argv, args[3])
             program = args[0] or (
                 argv if isinstance(argv, (str, bytes)) or not hasattr(argv, "__getitem__") else argv[0]
             )
@@ -49,11 +50,19 @@ class ProcessLog:
             self.names.append(name)
 
 
-def binds_this_environment(argv: Any) -> bool:
+#: Shells whose ``-c`` script :func:`binds_this_environment` reads (the README's pasted transcripts run in bash).
+SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
+#: `kernlock run` (or `kernlock -q run`, `python -m kernlock run`) as a command in a shell script.
+_KERNLOCK_RUN = re.compile(r"(?<![\w.-])(kernlock|python3?(\.\d+)?\s+-m\s+kernlock)(\s+-\S+)*\s+run(?![\w-])")
+
+
+def binds_this_environment(argv: Any, env: Any = None) -> bool:
     """Whether ``argv`` is `kernlock run` by this interpreter (``python -m kernlock run``, or the console script
-    beside it): such a run binds this Python environment's site-packages (kernlock.commands.runbind)."""
+    beside it): such a run binds this Python environment's site-packages (kernlock.commands.runbind). So is a shell
+    (:data:`SHELLS`) whose ``-c`` script runs `kernlock run` where its PATH (``env``'s, else this process's) finds
+    this interpreter's `kernlock` or `python` first: the audit sees the shell, not what the script starts."""
     from os import fsdecode
-    from os.path import abspath, dirname, join
+    from os.path import abspath, basename, dirname, join
 
     if isinstance(argv, (str, bytes)) or not hasattr(argv, "__iter__"):
         return False
@@ -61,6 +70,8 @@ def binds_this_environment(argv: Any) -> bool:
     if not words:
         return False
     here = abspath(sys.executable)
+    if basename(words[0]) in SHELLS and len(words) > 2 and words[1] == "-c":
+        return _KERNLOCK_RUN.search(words[2]) is not None and _finds_this_interpreter(env)
     if abspath(words[0]) == here and words[1:3] == ["-m", "kernlock"]:
         rest = words[3:]
     elif abspath(words[0]) == join(dirname(here), "kernlock"):
@@ -69,6 +80,20 @@ def binds_this_environment(argv: Any) -> bool:
         return False
     commands = [word for word in rest if not word.startswith("-")]
     return bool(commands) and commands[0] == "run"
+
+
+def _finds_this_interpreter(env: Any) -> bool:
+    """Whether a shell started with ``env`` (None: this process's environment) finds `kernlock`, `python` or
+    `python3` first in this interpreter's bin folder (its environment's) on its PATH."""
+    import os
+    import shutil
+    from os.path import abspath, dirname
+
+    path = (env if isinstance(env, dict) else os.environ).get("PATH", os.defpath)
+    path = os.fsdecode(path) if isinstance(path, bytes) else path
+    ours = dirname(abspath(sys.executable))
+    found = (shutil.which(name, path=path) for name in ("kernlock", "python", "python3"))
+    return any(where is not None and dirname(abspath(where)) == ours for where in found)
 
 
 # First, before anything else in a child: record every socket the process connects.

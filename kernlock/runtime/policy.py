@@ -330,7 +330,8 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
         full = settings is not None and settings.verify == "full"
         try:
             path = check_variant(entry, variant, full=full)
-        except NotSyncedError:
+        except NotSyncedError as missing:
+            where = f" ({detail})" if (detail := getattr(missing, "detail", "")) else ""  # what, from which cache
             try:
                 from kernlock.hub.client import Hub
                 from kernlock.sync.fetch import ensure_variant
@@ -340,8 +341,8 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
                 path = ensure_variant(entry, variant, hub=hub, offline=hfenv.offline(), signatures=check)
             except HubError as err:
                 raise NotSyncedError(
-                    f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here and could not "
-                    f"be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
+                    f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here{where} and could "
+                    f"not be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
                 ) from err
         state.verified[key] = path
         state.origins[path] = entry

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple, TypeGuard
 
-from kernlock.errors import IntegrityError, NotSyncedError, SignatureError
+from kernlock.errors import IntegrityError, SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
 from kernlock.sync.cache import (
     FILE,
@@ -24,6 +24,7 @@ from kernlock.sync.cache import (
     MARKER,
     NOFOLLOW,
     Record,
+    VariantNotSynced,
     cache_dir,
     file_hash,
     in_variant,
@@ -309,15 +310,14 @@ def _integrity_message(entry: LockedKernel, variant: LockedVariant, inspection: 
     return " ".join(parts)
 
 
-def _not_synced_message(
+def _not_synced(
     entry: LockedKernel, variant: LockedVariant, missing: list[FileCheck], cache: Path, present: bool
-) -> str:
-    if not present:
-        return (
-            f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not in the kernel cache {cache}; "
-            "run `kernlock sync` (online) to download it."
-        )
-    return f"{describe(entry, variant, missing)} missing from {cache}; run `kernlock sync` (online) to download it."
+) -> VariantNotSynced:
+    head = f"{entry.repo} {variant.name} (commit {entry.commit[:12]})"
+    files = describe(entry, variant, missing).removeprefix(f"{head}: ")  # paths: a missing file has no detail
+    what = f"{head}: {files} missing from {cache}" if present else f"{head} is not in the kernel cache {cache}"
+    where = (f"{files} missing from" if present else "nothing of it is in") + f" the kernel cache {cache}"
+    return VariantNotSynced(f"{what}; run `kernlock sync` (online) to download it.", where)
 
 
 # -- markers -----------------------------------------------------------------------------------------------
@@ -385,7 +385,7 @@ def check_variant(entry: LockedKernel, variant: LockedVariant, full: bool = Fals
         raise IntegrityError(_integrity_message(entry, variant, inspection, cache))
     missing = inspection.bad(FileState.MISSING)
     if missing:
-        raise NotSyncedError(_not_synced_message(entry, variant, missing, cache, inspection.present))
+        raise _not_synced(entry, variant, missing, cache, inspection.present)
     refresh(entry, variant, inspection, cache)
     return inspection.root
 

@@ -451,3 +451,35 @@ def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp
     ).problems
     assert [(p.path, p.kind) for p in problems] == [("pkg/lib", FileState.UNEXPECTED)]
     assert "a symlink to" in problems[0].detail
+
+
+def test_a_variant_not_synced_says_what_is_missing_where(tmp_path: Path):
+    """check_variant's NotSyncedError carries what is missing from which kernel cache (``detail``): a load that then
+    cannot download the variant keeps it in its message, so the cache it looked in is named. Built by hand, no Hub."""
+    from kernlock.sync.cache import VariantNotSynced
+
+    cache = tmp_path / "cache"
+    contents = {"__init__.py": b"X = 1\n", "_ops.py": b"Y = 2\n", "metadata.json": b"{}"}
+    files = tuple(
+        LockedFile(path=path, size=len(data), hash="sha256:" + hashlib.sha256(data).hexdigest())
+        for path, data in contents.items()
+    )
+    variant = LockedVariant(name=CPU_ENV, environments=(CPU_ENV,), files=files)
+    entry = LockedKernel(
+        repo="org/partial", requested="v1", ref="v1", commit="b" * 40, environments=(CPU_ENV,), variants=(variant,)
+    )
+    with pytest.raises(VariantNotSynced) as nothing:
+        syncing.check_variant(entry, variant, cache=cache)
+    assert nothing.value.detail == f"nothing of it is in the kernel cache {cache}"
+    assert "is not in the kernel cache" in str(nothing.value) and "`kernlock sync`" in str(nothing.value)
+
+    root = syncing.variant_path(entry, variant, cache)
+    blobs = caches.repo_folder(entry.repo, cache) / "blobs"
+    blobs.mkdir(parents=True)
+    root.mkdir(parents=True)
+    locked = files[2]  # metadata.json only
+    (blobs / locked.digest).write_bytes(contents[locked.path])
+    (root / locked.path).symlink_to(os.path.relpath(blobs / locked.digest, root))
+    with pytest.raises(VariantNotSynced) as partly:
+        syncing.check_variant(entry, variant, cache=cache)
+    assert partly.value.detail == f"__init__.py, _ops.py missing from the kernel cache {cache}"
