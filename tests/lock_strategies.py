@@ -215,9 +215,9 @@ def _with_facts(draw: st.DrawFn, env: str) -> Environment:
     if "-cu" in env and draw(ints(0, 1)):
         table["cuda-capabilities"] = draw(st.sampled_from([["9.0"], ["8.0", "10.0"], ["12.0"]]))
     if draw(ints(0, 1)):
-        table["python"] = pick(draw, ("3.12", "3.15t", "3.11"))
+        table["python"] = pick(draw, ("3.12", "3.13", "3.11"))  # legacy names: the same build on each
     if draw(ints(0, 1)) or len(table) == 1:
-        table["kernels"] = pick(draw, ("0.17.2", "0.16.2", "0.18.0rc1"))
+        table["kernels"] = pick(draw, ("0.19.1", "0.19.0rc1", "0.20.0"))  # the newest rule, as undeclared
     if env.endswith("darwin") and draw(ints(0, 1)):
         table["macos"] = "26.1"
     return Environment.from_declared(table)

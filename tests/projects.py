@@ -16,10 +16,22 @@ from envs import user_env_for
 from processes import CHILD_HELPERS, CHILD_PRELUDE, Child
 
 from kernlock.hub.client import Hub
+from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
 from kernlock.testing import Catalog, HubServer, create_kernel_repo, read_identity
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
+
+
+def locked_offline(root: Path, project: Path, env: dict[str, str]) -> LockedProject:
+    """``project`` locked and synced with ``env`` from a Hub serving ``root``, which is stopped on return: the
+    project's environment keeps the endpoint of a Hub that is no longer there."""
+    with HubServer(root) as server:
+        for command in ("lock", "sync"):
+            result = run_cli(command, "--project", str(project), env={**env, **server.env()})
+            assert result.returncode == 0, result.stderr
+        env = {**env, **server.env()}
+    return LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
 
 
 def write_pyproject(project: Path, kernels: str, environments: list[str] | None = None, head: str = "") -> Path:

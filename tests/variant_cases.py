@@ -54,7 +54,12 @@ def random_system(rng: random.Random) -> dict:
 #: Declared facts the generated environments draw from (kernlock.environments.facts): interpreters (t: free-threaded;
 #: 3.15t loads arch builds), loader versions around real kernels-minver values, GPU capabilities.
 DIFF_PYTHONS = ["3.11", "3.12", "3.13", "3.13t", "3.14t", "3.15t"]
-DIFF_LOADERS = ["0.12.0", "0.15.2", "0.16.2", "0.17.2", "0.18.0rc1", "0.18.1"]
+#: Loader releases per rule (an environment's declared `kernels` picks its rule: the tests declare the installed one's).
+DIFF_LOADERS = {
+    "kernels-0.17": ["0.12.0", "0.15.2", "0.16.2", "0.17.2"],
+    "kernels-0.18": ["0.18.0rc1", "0.18.1", "0.18.3"],
+    "kernels-0.19": ["0.19.0rc1", "0.19.1", "0.19.3"],
+}
 DIFF_CAPABILITIES = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"]
 #: metadata.json `backend.archs` lists: real ones, architecture- (a) and family-specific (f), PTX, unknown forms.
 DIFF_ARCHS = [
@@ -70,24 +75,31 @@ DIFF_ARCHS = [
     ["12.0", "10.0a+PTX"],
     [],
 ]
-DIFF_MINVERS = [None, None, "0.12.0", "0.16.0", "0.17.2", "0.17.3", "0.18.0"]
+DIFF_MINVERS = [None, None, "0.12.0", "0.16.0", "0.17.2", "0.17.3", "0.18.0", "0.18.2", "0.19.1", "0.19.2", "0.20.0"]
 
 
-def random_declaration(rng: random.Random, system: dict) -> dict | None:
-    """An environment table (``{name, <facts>}``) for ``system``, drawing its optional facts at random; None when
-    the system is not a machine an environment string can name (no torch, an ABI off Linux, a backend with no
-    arch-build machine form). ``system`` is updated to the facts the loader sees on that machine."""
+def random_declaration(rng: random.Random, system: dict, rule: str) -> dict | None:
+    """An environment table (``{name, <facts>}``) for ``system``, drawing its optional facts at random, its `kernels`
+    a release of ``rule`` (or, for the newest rule, sometimes none); None when the system is not a machine an
+    environment string can name (no torch, an ABI off Linux, a backend with no arch-build machine form). ``system``
+    is updated to the facts the loader sees on that machine."""
     if system["torch_version"] is None or (system["torch_cxx11_abi"] is None) != (system["os"] != "linux"):
         return None
     abi = {True: "-cxx11", False: "-cxx98", None: ""}[system["torch_cxx11_abi"]]
     torch = system["torch_version"]
     table: dict = {"name": f"torch{torch.major}{torch.minor}{abi}-{system['backend']}-{system['cpu']}-{system['os']}"}
-    if rng.random() < 0.5:
+    new = rule == "kernels-0.19"
+    if new and rng.random() < 0.6:
+        python = system["python_version"]
+        table["python"] = f"{python.major}.{python.minor}{'t' if system['free_threaded'] else ''}"
+    elif not new and rng.random() < 0.5:
         table["python"] = rng.choice(DIFF_PYTHONS)
     if system["tvm_ffi_version"] is not None:
         table["tvm-ffi"] = f"{system['tvm_ffi_version']}.{rng.randint(0, 3)}"
-    if rng.random() < 0.5:
-        table["kernels"] = rng.choice(DIFF_LOADERS)
+    if rng.random() < 0.5 or not new:
+        table["kernels"] = rng.choice(DIFF_LOADERS[rule])
+    if system.get("has_mlx"):
+        table["mlx"] = "0.29.1"
     if system["backend"].startswith("cu") and rng.random() < 0.7:
         table["cuda-capabilities"] = sorted(
             set(rng.sample(DIFF_CAPABILITIES, rng.randint(1, 2))), key=lambda c: tuple(map(int, c.split(".")))
@@ -98,18 +110,20 @@ def random_declaration(rng: random.Random, system: dict) -> dict | None:
         system["macos_version"] = variants.METAL_MIN_MACOS  # an undeclared macOS runs the Metal builds it names
     else:
         system["macos_version"] = None
-    python = table.get("python", "3.11")
-    system["free_threaded"] = python.endswith("t") and Version(python[:-1]) < Version("3.15")
+    if not new:
+        python = table.get("python", "3.11")
+        system["free_threaded"] = python.endswith("t") and Version(python[:-1]) < Version("3.15")
     return table
 
 
 def random_metadata(rng: random.Random, variant: variant_types.Variant) -> dict:
     """A metadata.json for a build: its backend type, CUDA archs drawn from DIFF_ARCHS, maybe a kernels-minver."""
-    backend = (
-        {"npu": "cann", "universal": "cuda"}.get(variant.backend_name, variant.backend_name)
-        if isinstance(variant, variant_types.NoarchVariant)
-        else variant.backend.name
-    )
+    if isinstance(variant, variant_types.NoarchVariant):
+        backend = {"npu": "cann", "universal": "cuda"}.get(variant.backend_name, variant.backend_name)
+    elif isinstance(variant, variant_types.SdkVariant):
+        backend = variant.backend.name if variant.backend is not None else variant.backend_name or "cpu"
+    else:
+        backend = variant.backend.name
     metadata: dict = {
         "name": "my-kernel",
         "id": "_my_kernel_0",
@@ -124,3 +138,49 @@ def random_metadata(rng: random.Random, variant: variant_types.Variant) -> dict:
     if minver := rng.choice(DIFF_MINVERS):
         metadata["kernels-minver"] = minver
     return metadata
+
+
+# -- kernels 0.19's names ------------------------------------------------------------------------------------------
+
+DIFF_PYTHONS_0_19 = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
+#: Names only kernels 0.19 reads, beside the legacy ones: SDK and MLX builds, the CANN noarch name, ROCm 7.14.
+DIFF_NEW_GLOBAL = ["sdk", "sdk-cuda", "sdk-cpu", "sdk-rocm", "sdk-metal", "mlx-metal", "torch-cann"]
+
+
+def new_backend(legacy: str) -> str:
+    """A legacy backend token in kernels 0.19's form (``cu128`` -> ``cuda-12.8``, ``cpu`` -> ``cpu``)."""
+    backend = variants.parse_backend(legacy)
+    if isinstance(backend, variant_types.VERSIONED_BACKENDS):
+        return type(backend)(version=backend.version, legacy=False).variant_str
+    return backend.variant_str
+
+
+def diff_pool_0_19(rng: random.Random) -> dict[tuple[str, str], list[str]]:
+    """:func:`diff_pool` plus names in kernels 0.19's form (dotted versions, named backends, the Python ABI, SDK
+    builds), a sample of each form per (cpu, os), and legacy ``rocm714`` builds."""
+    pool = diff_pool()
+    for (cpu, os), names in pool.items():
+        system = f"{cpu}-{os}"
+        for _ in range(400):
+            torch = rng.choice(DIFF_TORCHES)
+            dotted = f"{torch[0]}.{torch[1:]}"
+            backend = new_backend(rng.choice(DIFF_BACKENDS))
+            python = rng.choice(DIFF_PYTHONS_0_19)
+            abi = rng.choice(["abi3", "abi3", "abi3t"]) if python == "3.15" else "abi3"
+            tail = f"{backend}-cpython-{python}-{abi}-{system}"
+            form = rng.randrange(6)
+            if form == 0:
+                names.append(f"torch-{dotted}-{rng.choice(['cxx11-', 'cxx98-', ''])}{tail}")
+            elif form == 1:
+                names.append(f"torch-{dotted}-{tail}")
+            elif form == 2:
+                names.append(f"torch-stable-abi-{dotted}-{tail}")
+            elif form == 3:
+                names.append(f"tvm-ffi-{rng.choice(['0.1', '0.2', '1.0'])}-{tail}")
+            elif form == 4:
+                names.append(f"sdk-{tail}")
+            else:
+                names.append(f"sdk-cpython-{python}-{abi}-{system}")
+        names += [f"torch{t}-cxx11-rocm714-{system}" for t in DIFF_TORCHES[-2:]]
+        pool[(cpu, os)] = sorted(set(names))
+    return pool

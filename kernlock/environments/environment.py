@@ -26,11 +26,16 @@ from kernlock.variants import rule as variant_rule
 from kernlock.variants import types as variant_types
 
 __all__ = [
+    "PYTHONS",
     "Environment",
     "detect",
     "detect_with_facts",
 ]
 
+
+#: The Pythons an environment that declares none may run (torch's and kernlock's): kernels 0.19's choice must be the
+#: same on each, or the environment must declare its ``python``.
+PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
 
 # Metal builds need macOS 26; an environment that does not declare its macOS version is taken to be a machine
 # that can run the Metal builds it names.
@@ -51,6 +56,13 @@ def _with_abi_rule(name: str) -> str:
     if parsed.framework.cxx11_abi is None or abi is None:
         parsed = replace(parsed, framework=replace(parsed.framework, cxx11_abi=abi))
     return parsed.variant_str
+
+
+def _legacy_backend(backend: variant_types.Backend) -> str:
+    """``backend`` as a legacy name writes it (``cuda-12.8`` -> ``cu128``)."""
+    if isinstance(backend, variant_types.VERSIONED_BACKENDS):
+        return type(backend)(version=backend.version).variant_str
+    return backend.variant_str
 
 
 def _suggest_environment(text: str) -> str | None:
@@ -80,6 +92,21 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
         raise _not_an_environment(text, err.reason, err.hint) from None
     if isinstance(parsed, variant_types.NoarchVariant):
         raise _not_an_environment(text, "a noarch build name, not a machine")
+    if isinstance(parsed, variant_types.SdkVariant):
+        raise _not_an_environment(text, "an SDK build name, not a machine")
+    if not parsed.legacy and isinstance(parsed.framework, variant_types.Torch):
+        legacy = variant_types.ArchVariant(
+            framework=variant_types.Torch(version=parsed.framework.version, cxx11_abi=parsed.framework.cxx11_abi),
+            backend=variants.parse_backend(_legacy_backend(parsed.backend)),
+            cpu=parsed.cpu,
+            os=parsed.os,
+        )
+        python = parsed.python.version
+        raise EnvironmentStringError(
+            f"'{text}' is a build name in kernels 0.19's form; an environment is written in the legacy form, its "
+            f'Python declared beside it: {{ name = "{_with_abi_rule(legacy.variant_str)}", python = '
+            f'"{python.major}.{python.minor}" }}.'
+        )
     if isinstance(parsed.framework, variant_types.TorchStableAbi):
         raise _not_an_environment(text, "a stable-ABI build name, not a machine (a machine has a torch version)")
     if isinstance(parsed.framework, variant_types.TvmFfi):
@@ -193,33 +220,84 @@ class Environment:
             "arch": self.cpu,
         }
 
-    def accepted_variants(self, names: Iterable[str]) -> list[str]:
+    def rule(self, default: str = variants.RULE) -> str:
+        """The variant rule of the loader this environment runs: its declared ``kernels`` release's, else
+        ``default`` (a lock's ``variant-rule``; kernlock's newest)."""
+        declared = self.extras.kernels
+        return default if declared is None else variant_rule.rule_for_kernels(declared)
+
+    def accepted_variants(self, names: Iterable[str], *, rule: str | None = None) -> list[str]:
         """The variants among ``names`` this environment can load, most preferred first (the loader's rule,
-        kernlock's copy; names outside the grammar are ignored, as the loader ignores names it cannot parse).
-        Names are taken in sorted order, so the loader's ties are broken the same way wherever kernlock runs."""
+        kernlock's copy: :meth:`rule` of ``rule``; names outside the grammar are ignored, as the loader ignores
+        names it cannot parse). Names are taken in sorted order, so the loader's ties are broken the same way
+        wherever kernlock runs. Without a declared ``python``, a choice that depends on the Python version (kernels
+        0.19's ``cpython-3.12`` builds) raises ResolutionError naming the declaration that settles it."""
         parsed = []
         for name in sorted(set(names)):
             try:
                 parsed.append(variants.parse_variant(name))
             except ValueError:
                 continue
+        chosen = self.rule(rule or variants.RULE)
+        python = self.extras.python_minor
+        if python is None and chosen == "kernels-0.19" and any(not v.legacy for v in parsed):
+            return self._same_for_every_python(parsed)
+        return self._accepted(parsed, chosen, python)
+
+    def _accepted(self, parsed: list[variant_types.Variant], rule: str, python: Version | None) -> list[str]:
         framework = self._framework
+        extras = self.extras
+        free_threaded = extras.gil_disabled if rule == "kernels-0.19" else extras.free_threaded
         accepted = variant_rule.accepted_variants(
             parsed,
+            rule=rule,
             backend=self._parts.backend,
             cpu=self.cpu,
             os=self.os,
             torch_version=framework.version,
             torch_cxx11_abi=framework.cxx11_abi,
-            tvm_ffi_version=self.extras.tvm_ffi_minor,
-            macos_version=self.extras.macos or (_METAL_MACOS if self.os == "darwin" else None),
-            free_threaded=self.extras.free_threaded,
+            tvm_ffi_version=extras.tvm_ffi_minor,
+            macos_version=extras.macos or (_METAL_MACOS if self.os == "darwin" else None),
+            free_threaded=free_threaded,
+            python_version=python,
+            has_mlx=extras.mlx is not None,
         )
         return [variant.variant_str for variant in accepted]
 
-    def select_variant(self, names: Iterable[str]) -> str | None:
+    def _same_for_every_python(self, parsed: list[variant_types.Variant]) -> list[str]:
+        """The choice when it is the same on every Python torch runs on (:data:`PYTHONS`), else ResolutionError."""
+        by_python = {p: self._accepted(parsed, "kernels-0.19", Version(p)) for p in PYTHONS}
+        firsts = {p: (found[0] if found else None) for p, found in by_python.items()}
+        if len(set(firsts.values())) == 1:
+            return by_python[PYTHONS[-1]]
+        from kernlock.errors import ResolutionError
+
+        oldest, newest = PYTHONS[0], PYTHONS[-1]
+        raise ResolutionError(
+            f"environment {self.name} does not declare its Python, and the build it loads depends on it (Python "
+            f"{oldest} loads {firsts[oldest] or 'none'}, {newest} loads {firsts[newest] or 'none'}): declare it in "
+            f'[tool.kernlock] environments, e.g. {{ name = "{self.name}", python = "3.12" }}, then run the command '
+            "again."
+        )
+
+    def could_load(self, name: str) -> bool:
+        """Whether some loader rule and some facts let this environment load build ``name`` (a tvm-ffi build: some
+        tvm-ffi version; a ``cpython-3.12`` build: some Python; an MLX build: mlx installed)."""
+        parsed = variants.parse_variant(name)
+        table: dict[str, str] = {"name": self.name}
+        if isinstance(parsed, variant_types.ArchVariant) and isinstance(parsed.framework, variant_types.TvmFfi):
+            table["tvm-ffi"] = str(parsed.framework.version)
+        python = getattr(parsed, "python", None)
+        if python is not None and not python.legacy:
+            table["python"] = f"{python.version.major}.{python.version.minor}{'t' if python.abi == 'abi3t' else ''}"
+        if isinstance(parsed, variant_types.NoarchVariant) and parsed.mlx:
+            table["mlx"] = "0"
+        declared = Environment.from_declared(table)
+        return any(declared.select_variant([name], rule=rule) == name for rule in variant_rule.RULES)
+
+    def select_variant(self, names: Iterable[str], *, rule: str | None = None) -> str | None:
         """The variant the kernels loader would load on this environment, or None."""
-        accepted = self.accepted_variants(names)
+        accepted = self.accepted_variants(names, rule=rule)
         return accepted[0] if accepted else None
 
 

@@ -7,7 +7,9 @@ An entry of ``[tool.kernlock] environments`` may be an inline table::
 
 ``cuda-capabilities`` are the compute capabilities of the GPUs the environment runs on (a CUDA environment only),
 ``python`` the interpreter (``t``: free-threaded), ``tvm-ffi`` the apache-tvm-ffi installed there, ``kernels`` the
-loader version installed there, ``macos`` the macOS version (a darwin environment only). This module parses and
+loader version installed there (it picks the loader's variant rule: :func:`kernlock.variants.rule.rule_for_kernels`),
+``macos`` the macOS version (a darwin environment only), ``mlx`` the mlx version installed there (kernels 0.19 loads
+``mlx-metal`` builds only where mlx is). This module parses and
 validates them (:class:`Facts`) and detects them on this machine (:func:`detect`); at module level it imports only
 the standard library's light modules and packaging (run-time activation reads a lock's facts), never kernels or
 torch.
@@ -36,7 +38,7 @@ __all__ = [
 
 
 #: The keys of an environment table, in the order kernlock writes them.
-KEYS = ("name", "cuda-capabilities", "python", "tvm-ffi", "kernels", "macos")
+KEYS = ("name", "cuda-capabilities", "python", "tvm-ffi", "kernels", "macos", "mlx")
 #: Free-threaded CPython before this version cannot load arch builds (they use the stable ABI).
 FREE_THREADED_ABI3 = Version("3.15")
 _CAPABILITY = re.compile(r"([0-9]{1,2})\.([0-9]{1,2})")
@@ -60,6 +62,17 @@ class Facts:
     tvm_ffi: Version | None = None
     kernels: Version | None = None
     macos: Version | None = None
+    mlx: Version | None = None
+
+    @property
+    def python_minor(self) -> Version | None:
+        """The declared Python as major.minor (None: not declared)."""
+        return None if self.python is None else Version(self.python.rstrip("t"))
+
+    @property
+    def gil_disabled(self) -> bool:
+        """A free-threaded CPython (``3.13t``, ``3.15t``): kernels 0.19 loads only its ``abi3t`` builds."""
+        return self.python is not None and self.python.endswith("t")
 
     @property
     def free_threaded(self) -> bool:
@@ -87,6 +100,8 @@ class Facts:
                 data[key] = str(value)
         if self.macos is not None:
             data["macos"] = str(self.macos)
+        if self.mlx is not None:
+            data["mlx"] = str(self.mlx)
         return data
 
 
@@ -115,6 +130,7 @@ def parse(table: dict[str, Any], backend: str, os: str) -> Facts:
         tvm_ffi=_version(table.get("tvm-ffi"), "tvm-ffi", "the apache-tvm-ffi version installed there", "0.1"),
         kernels=_version(table.get("kernels"), "kernels", "the kernels version installed there", "0.17.2"),
         macos=_macos(table.get("macos"), os),
+        mlx=_version(table.get("mlx"), "mlx", "the mlx version installed there", "0.29.0"),
     )
 
 
@@ -197,6 +213,7 @@ def detect(backend: str, os: str) -> Facts:
         tvm_ffi=_installed_version("apache-tvm-ffi"),
         kernels=_installed_version("kernels"),
         macos=_detect_macos() if os == "darwin" else None,
+        mlx=_installed_version("mlx") if os == "darwin" else None,
     )
 
 

@@ -35,6 +35,7 @@ from kernlock.util import names
 from kernlock.util.atomic import write_text_atomic
 from kernlock.util.names import LOCK_NAME
 from kernlock.util.wording import noun
+from kernlock.variants import RULES
 
 __all__ = [
     "HEADER",
@@ -277,7 +278,13 @@ class _Validator:
             return value
         if kind == "rule":
             if not isinstance(value, str) or not re.fullmatch(LOADER_RULE, value):
-                raise self.fail(f'`{spec.key}` is missing or not a loader generation like "kernels-0.17"', index)
+                raise self.fail(f'`{spec.key}` is missing or not a loader generation like "kernels-0.19"', index)
+            if value not in RULES:
+                raise LockError(
+                    f"{self.where} chose its variants by the {value} loader rule, which this kernlock does not know "
+                    f"(it follows {', '.join(RULES)}): a newer kernlock made it; upgrade kernlock (`pip install -U "
+                    "kernlock`) to use it."
+                )
             return value
         if kind == "tables":
             return self.tables(spec, value, index)

@@ -62,21 +62,21 @@ def _environment_error(value: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None) -> bool:
-    """Whether the loader's rule lets environment ``env`` load ``variant`` (cached). Without ``facts``, a tvm-ffi
-    build passes when some tvm-ffi version would load it (the Lock checks it again with the recorded facts)."""
+def _loads_variant(env: str, variant: str, facts: EnvironmentFacts | None = None, rule: str | None = None) -> bool:
+    """Whether the loader's rule lets environment ``env`` load ``variant`` (cached). With ``facts`` and the lock's
+    ``rule``: exactly that environment's rule. Without them, whether some rule and some facts would (a tvm-ffi build
+    passes when some tvm-ffi version would load it, a ``cpython-3.12`` build when some Python would; the Lock checks
+    it again with the recorded facts)."""
     from kernlock.environments.environment import Environment
-    from kernlock.variants import grammar as variants
-    from kernlock.variants import types as variant_types
+    from kernlock.errors import ResolutionError
 
-    if facts is not None:
-        data = {k: list(v) if isinstance(v, tuple) else v for k, v in facts[1]}
-        return Environment.from_declared({"name": env, **data}).select_variant([variant]) == variant
-    parsed = Environment.parse(env)
-    framework = variants.parse_variant(variant).framework
-    if isinstance(framework, variant_types.TvmFfi):
-        parsed = Environment.from_declared({"name": env, "tvm-ffi": str(framework.version)})
-    return parsed.select_variant([variant]) == variant
+    if facts is None:
+        return Environment.parse(env).could_load(variant)
+    data = {k: list(v) if isinstance(v, tuple) else v for k, v in facts[1]}
+    try:
+        return Environment.from_declared({"name": env, **data}).select_variant([variant], rule=rule) == variant
+    except ResolutionError:  # no Python declared: the one variant loads on some Pythons only
+        return False
 
 
 def _check_environments(values: object, what: str, *, full: bool = True) -> tuple[str, ...]:
@@ -367,7 +367,8 @@ class Lock:
         for kernel in self.kernels:
             for variant in kernel.variants:
                 for env in variant.environments:
-                    loads = env not in declared or _loads_variant(env, variant.name, declared[env])
+                    facts = declared.get(env)
+                    loads = facts is None or _loads_variant(env, variant.name, facts, self.variant_rule)
                     _check(loads, f"the kernels loader does not load variant {variant.name} on {env} (its facts)")
 
     def facts_for(self, env: str) -> dict[str, Any]:

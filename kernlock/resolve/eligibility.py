@@ -2,10 +2,11 @@
 
 The loader first chooses a variant by name (:mod:`kernlock.variants.grammar`), then validates that one build: its
 ``metadata.json`` must cover the GPU's compute capability (``backend.archs``; kernels' ``archs.py``) and its
-``kernels-minver`` must not exceed the installed loader (kernels' ``MinverValidator``). It never falls back to
-another variant, so a build that fails makes the whole version unusable on that environment. Free-threaded
-CPython < 3.15 is part of the rule itself (no arch build is chosen). This module copies those checks so that
-``kernlock lock`` refuses at lock time what would fail at load time.
+``kernels-minver`` must not exceed the installed loader (kernels' ``MinverValidator``); a ZIP build
+(``"build-layout": "zip"``) loads with kernels 0.19+ only. It never falls back to another variant, so a build that
+fails makes the whole version unusable on that environment. Free-threaded CPython < 3.15 is part of the rule itself
+(no arch build is chosen). This module copies those checks so that ``kernlock lock`` refuses at lock time what would
+fail at load time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kernlock.errors import ResolutionError
 
 __all__ = [
     "NO_BUILD",
+    "ZIP_LOADERS",
     "cuda_arch_supports",
     "no_build_reason",
     "refusal",
@@ -28,6 +30,8 @@ __all__ = [
 
 #: The reason of an environment that no build of a commit matches.
 NO_BUILD = "no build for it"
+#: The first loader that reads the ZIP build layout (``"build-layout": "zip"``: the package as one ``{id}.zip``).
+ZIP_LOADERS = (0, 19)
 _ARCH = re.compile(r"([0-9]+)\.([0-9]+)([af]?)")
 
 
@@ -83,6 +87,8 @@ def refusal(env: Environment, name: str, metadata: object, where: str) -> str | 
         installed = Version(".".join(map(str, env.kernels.release)))  # the loader drops pre-release parts
         if installed < minver:
             return f"declares kernels {env.kernels}, but its build {name} needs kernels >= {minver}"
+    if env.kernels is not None and metadata.get("build-layout") == "zip" and env.kernels.release < ZIP_LOADERS:
+        return f"declares kernels {env.kernels}, but its build {name} is a ZIP build, which kernels 0.19+ loads"
     return None
 
 

@@ -6,7 +6,8 @@ kernels 0.15/0.16, or — for a loader kernlock does not recognise — the offic
 load of a locked repo gets is decided here, in one place, whatever the adapter:
 
 * :func:`locate` — the locked entry for this environment, the strict/warn policy (unlocked repos, revisions the
-  lock does not satisfy, another backend), and the verified variant folder (fetched exactly when not synced);
+  lock does not satisfy, another backend), and the verified variant folder (fetched exactly when not synced), of a
+  build the installed loader can load (:mod:`kernlock.runtime.servable`);
 * :func:`locked_entry` — the same policy for a seam that only needs to know whether a repo is locked;
 * :func:`locked_builds` — every locked build of this environment, verified (the ``LOCAL_KERNELS`` fallback);
 * :func:`check_preloaded` — kernels loaded before activation must be the locked builds.
@@ -27,6 +28,7 @@ from typing import NamedTuple
 
 from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
 from kernlock.lock.model import LockedKernel, LockedVariant
+from kernlock.runtime import servable
 from kernlock.runtime import state as activated
 
 TYPE_CHECKING = False
@@ -170,7 +172,8 @@ def current_lock() -> tuple[LockView, str]:
     return state.lock, state.environment
 
 
-def _strict() -> bool:
+def strict() -> bool:
+    """True in strict mode (the default)."""
     settings = activated.settings()
     return settings is None or settings.mode == "strict"
 
@@ -201,10 +204,10 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
         message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {_spec(repo, asked)}`" + (
             ", or record every kernel a run asks for with `kernlock run --record -- CMD...` (or set "
             "KERNLOCK_MODE=warn to load unlocked kernels with a warning)."
-            if _strict()
+            if strict()
             else "."
         )
-        if _strict():
+        if strict():
             raise ActivationError(message)
         warn_once(f"unlocked:{repo}", message + " Loading it unlocked and unverified, as kernels would.")
         return None
@@ -280,7 +283,7 @@ def _check_revision(repo: str, revision: str, entry: LockedKernel) -> None:
         f"(commit {entry.commit[:12]}). Load it without a revision or with @{entry.ref}, or change the "
         f"requirement: `kernlock add {repo}@{revision}`."
     )
-    if _strict():
+    if strict():
         raise ActivationError(message)
     warn_once(f"revision:{repo}@{revision}", message + " Loading the locked build.")
 
@@ -344,6 +347,7 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
                     f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here{where} and could "
                     f"not be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
                 ) from err
+        servable.check(entry, variant, path, state.environment)  # a build only kernels 0.19+ loads: every try
         state.verified[key] = path
         state.origins[path] = entry
         return path
@@ -370,11 +374,6 @@ def locked_builds() -> tuple[dict[str, Path], dict[str, str]]:
     return builds, problems
 
 
-def strict() -> bool:
-    """True in strict mode (the default)."""
-    return _strict()
-
-
 def check_preloaded(kernels: ModuleType) -> None:
     """A locked repo that kernels loaded before activation must be the locked build."""
     if activated.settings() is None:
@@ -395,6 +394,6 @@ def check_preloaded(kernels: ModuleType) -> None:
             f"{repo} (commit {commit[:12]}) was loaded before kernlock was activated, but kernels.lock pins "
             f"commit {entry.commit[:12]}; make `import kernlock.activate` the first import of the program."
         )
-        if _strict():
+        if strict():
             raise ActivationError(message)
         warn_once(f"preloaded:{repo}", message)

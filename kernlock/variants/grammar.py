@@ -3,14 +3,16 @@
 
 A kernel commit holds one folder per build variant under ``build/``: arch builds such as
 ``torch213-cxx11-cu128-x86_64-linux``, ``torch-stable-abi210-cu126-x86_64-linux`` or
-``tvm-ffi01-cpu-aarch64-darwin``, and noarch builds such as ``torch-cpu`` or ``torch-universal``.
+``tvm-ffi01-cpu-aarch64-darwin``, and noarch builds such as ``torch-cpu`` or ``torch-universal``. kernels 0.19 also
+reads a second form, with dotted versions, named backends and the Python ABI (``torch-2.13-cuda-12.8-cpython-3.12-
+abi3-x86_64-linux``, ``torch-stable-abi-2.11-...``, ``tvm-ffi-0.1-...``), SDK builds (``sdk``, ``sdk-cuda``,
+``sdk-[{backend}-]cpython-{M}.{m}-{abi}-{cpu}-{os}``) and MLX builds (``mlx-metal``); every name parses here, and
+:func:`legacy` tells the names older loaders can read from those only 0.19 reads.
 
-These modules follow the rule of the loader generation named by :data:`RULE` (``kernels-0.17``, i.e. kernels 0.17.x:
-``kernels.variants.parse_variant``, ``_check_variants`` and ``_sort_variants``, and the backend regexes of
-``kernels.backends``), copied so that a lock does not depend on which ``kernels`` is installed where it is made,
-and so that local commands need not import ``kernels`` at all. A differential test checks it against the
-installed loader's own function. When a new loader generation changes the rule, add a new rule beside this one
-and bump :data:`RULE`.
+This is kernels 0.19's grammar (``kernels._internals.variants.parse_variant`` and the backend parsers of
+``kernels._internals.backends``); the rules of every generation (:mod:`kernlock.variants.rule`) take its values. It
+is copied so that a lock does not depend on which ``kernels`` is installed where it is made, and so that local
+commands need not import ``kernels`` at all. Differential tests check it against each loader's own function.
 
 The grammar here is stricter than the loader's parser: it accepts every name the Hub publishes and the loader
 understands, and refuses anything else (an unknown OS, CPU or backend, a non-canonical version, stray
@@ -25,16 +27,33 @@ import re
 from collections.abc import Iterable
 from functools import cached_property
 
-from packaging.version import Version
-
 from kernlock.variants import RULE
+from kernlock.variants.tokens import (
+    ABI3T_MIN_PYTHON,
+    ABI_TAGS,
+    CPUS,
+    MAX_NAME,
+    METAL_MIN_MACOS,
+    MLX_BACKENDS,
+    NOARCH_BACKENDS,
+    OSES,
+    PYTHON_ABIS,
+    BadToken,
+    describe_characters,
+    dotted,
+    parse_backend,
+    parse_new_backend,
+    parse_python,
+    parse_system,
+    token_kind,
+    version_pair,
+)
 from kernlock.variants.types import (
     FIXED_BACKENDS,
-    VERSIONED_BACKENDS,
     ArchVariant,
-    Backend,
     Framework,
     NoarchVariant,
+    SdkVariant,
     Torch,
     TorchStableAbi,
     TvmFfi,
@@ -42,62 +61,31 @@ from kernlock.variants.types import (
 )
 
 __all__ = [
+    "ABI3T_MIN_PYTHON",
     "ABI_TAGS",
     "CPUS",
     "MAX_NAME",
     "METAL_MIN_MACOS",
+    "MLX_BACKENDS",
     "NOARCH_BACKENDS",
     "OSES",
+    "PYTHON_ABIS",
     "RULE",
     "VariantNameError",
     "check_variant_name",
     "describe_characters",
+    "legacy",
     "parse_backend",
     "parse_variant",
     "suggest_variant_name",
     "token_kind",
 ]
 
-
-#: Metal builds use ``-std=metal4.0``, which needs macOS 26 or later (kernels' ``_METAL_MIN_MACOS_VERSION``).
-METAL_MIN_MACOS = Version("26.0")
-
-#: The operating systems and CPUs that variant names use.
-OSES = ("linux", "darwin", "windows")
-CPUS = ("x86_64", "aarch64")
-#: The backends a noarch variant ``torch-<backend>`` may name (``npu`` is the noarch name of CANN).
-NOARCH_BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu", "npu", "neuron", "tpu", "universal")
-#: The ABI tags of Torch arch variants (Linux builds; the loader prefers names without one).
-ABI_TAGS = ("cxx11", "cxx98")
-
-#: The longest variant name (also the longest build folder name kernlock accepts, ``names.check_variant_folder``).
-MAX_NAME = 128
-
 _GRAMMAR = (
     "torch{M}{m}[-cxx11|-cxx98]-{backend}-{cpu}-{os}, torch-stable-abi{M}{m}-{backend}-{cpu}-{os}, "
-    "tvm-ffi{M}{m}-{backend}-{cpu}-{os} or torch-{backend}"
+    "tvm-ffi{M}{m}-{backend}-{cpu}-{os}, torch-{backend}, kernels 0.19's "
+    "torch-{M}.{m}-{backend}[-{M}.{m}]-cpython-{M}.{m}-abi3-{cpu}-{os}, or sdk[-...]"
 )
-_BACKENDS_TEXT = "cpu, metal, neuron, tpu, cu{M}{m}, rocm{M}{m}, xpu{YYYY}{m} or cann{M}{m}"
-
-
-def parse_backend(text: str) -> Backend:
-    """Parse a backend as written in a variant (``cpu``, ``cu128``, ``rocm71``, ``xpu20253``...).
-
-    Versions split like the loader's greedy regexes (``cu(\\d+)(\\d+)``: ``cu128`` -> 12.8, ``xpu20253`` ->
-    2025.3); a version not written canonically (``cu0128``) is refused. Raises ValueError with the reason.
-    """
-    if text in FIXED_BACKENDS:
-        return FIXED_BACKENDS[text]
-    for kind in VERSIONED_BACKENDS:
-        match = re.fullmatch(rf"{kind.prefix}(\d+)(\d)", text)
-        if match:
-            backend = kind(version=Version(f"{match.group(1)}.{match.group(2)}"))
-            if backend.variant_str != text:
-                raise _Bad(
-                    f"backend '{text}' is not written canonically", f"the loader reads it as '{backend.variant_str}'"
-                )
-            return backend
-    raise _Bad(f"unknown backend '{text}'", f"expected {_BACKENDS_TEXT}")
 
 
 class VariantNameError(ValueError):
@@ -124,34 +112,6 @@ class VariantNameError(ValueError):
         return f"{text} ({self.hint or f'expected {_GRAMMAR}'})"
 
 
-class _Bad(ValueError):
-    """A parse failure inside a name: what is wrong, and what was expected there."""
-
-    def __init__(self, reason: str, hint: str | None = None) -> None:
-        super().__init__(reason if hint is None else f"{reason} ({hint})")
-        self.reason = reason
-        self.hint = hint
-
-
-def _version_pair(text: str, pattern: str, what: str, example: str) -> Version:
-    match = re.fullmatch(pattern, text)
-    if not match:
-        raise _Bad(f"invalid {what} '{text}'", f"expected e.g. {example}")
-    return Version(f"{match.group(1)}.{match.group(2)}")
-
-
-def token_kind(token: str) -> str | None:
-    if token in OSES:
-        return "OS"
-    if token in CPUS:
-        return "CPU"
-    try:
-        parse_backend(token)
-    except ValueError:
-        return None
-    return "backend"
-
-
 def _parse_arch(parts: list[str], framework: Framework, prefix: str) -> ArchVariant:
     if len(parts) != 3:
         kinds = [token_kind(part) for part in parts]
@@ -162,57 +122,110 @@ def _parse_arch(parts: list[str], framework: Framework, prefix: str) -> ArchVari
                 raise ValueError(f"missing the {listed} after '{prefix}'")
         elif kinds[:3] == ["backend", "CPU", "OS"]:
             raise ValueError(f"unexpected '{'-'.join(parts[3:])}' after the OS")
-        raise _Bad(
+        raise BadToken(
             f"'{'-'.join(parts)}' after '{prefix}' is not {{backend}}-{{cpu}}-{{os}}",
             "e.g. cpu-x86_64-linux or cu128-x86_64-linux",
         )
-    backend_text, cpu, os = parts
-    backend = parse_backend(backend_text)
-    if cpu not in CPUS:
-        raise _Bad(f"unknown CPU '{cpu}'", f"known: {', '.join(CPUS)}")
-    if os not in OSES:
-        raise _Bad(f"unknown OS '{os}'", f"known: {', '.join(OSES)}")
-    return ArchVariant(framework=framework, backend=backend, cpu=cpu, os=os)
+    backend = parse_backend(parts[0])
+    system = parse_system(parts[1:])
+    return ArchVariant(framework=framework, backend=backend, cpu=system.cpu, os=system.os)
+
+
+def _parse_new_arch(parts: list[str], framework: Framework, prefix: str) -> ArchVariant:
+    """What follows a kernels 0.19 framework: ``{backend}[-{M}.{m}]-cpython-{M}.{m}-{abi}-{cpu}-{os}``."""
+    if "cpython" not in parts:
+        raise BadToken(f"missing the Python ABI after '{prefix}'", "kernels 0.19's names carry one: cpython-3.9-abi3")
+    at = parts.index("cpython")
+    if at == 0:
+        raise ValueError(f"missing the backend after '{prefix}'")
+    if len(parts) != at + 5:
+        raise BadToken(
+            f"'{'-'.join(parts[at:])}' is not cpython-{{M}}.{{m}}-{{abi}}-{{cpu}}-{{os}}",
+            "e.g. cpython-3.12-abi3-x86_64-linux",
+        )
+    backend = parse_new_backend(parts[:at])
+    python = parse_python(parts[at : at + 3])
+    system = parse_system(parts[at + 3 :])
+    return ArchVariant(framework=framework, backend=backend, cpu=system.cpu, os=system.os, python=python)
+
+
+def _parse_sdk(parts: list[str]) -> SdkVariant:
+    """``sdk``, ``sdk-{backend}``, ``sdk-[{backend}-{M}.{m}-]cpython-{M}.{m}-{abi}-{cpu}-{os}`` (kernels 0.19)."""
+    rest = parts[1:]
+    if "cpython" in rest:
+        at = rest.index("cpython")
+        if len(rest) != at + 5:
+            raise BadToken(f"'{'-'.join(rest[at:])}' is not cpython-{{M}}.{{m}}-{{abi}}-{{cpu}}-{{os}}")
+        python, system = parse_python(rest[at : at + 3]), parse_system(rest[at + 3 :])
+        backend = parse_new_backend(rest[:at]) if at else None
+        return SdkVariant(backend=backend, python=python, system=system)
+    if not rest:
+        return SdkVariant()
+    if len(rest) != 1 or rest[0] not in NOARCH_BACKENDS or rest[0] == "universal":
+        raise BadToken(f"unknown SDK backend '{'-'.join(rest)}'", f"known: {', '.join(NOARCH_BACKENDS[:-1])}")
+    return SdkVariant(backend_name=rest[0])
 
 
 def _parse(name: str) -> Variant:
-    """The structure of ``kernels.variants.parse_variant``, with kernlock's strict tokens."""
+    """The structure of ``kernels._internals.variants.parse_variant`` (0.19), with kernlock's strict tokens."""
     if not name:
         raise ValueError("the name is empty")
     if len(name) > MAX_NAME:
         raise ValueError(f"the name is {len(name)} characters long (at most {MAX_NAME})")
-    if re.fullmatch(r"[a-z0-9_\-]+", name) is None:
+    if re.fullmatch(r"[a-z0-9_.\-]+", name) is None:
         raise ValueError(describe_characters(name))
     parts = name.split("-")
     if "" in parts:
         raise ValueError("has an empty part (a leading, trailing or doubled '-')")
+    if "." in name and not any(re.fullmatch(r"\d+\.\d+", part) for part in parts if "." in part):
+        raise ValueError(describe_characters(name))
+    if parts[0] == "sdk":
+        return _parse_sdk(parts)
     if name.startswith("torch-stable-abi"):
+        if len(parts) > 3 and parts[2] == "abi":
+            version = dotted(parts[3], "stable ABI version", "torch-stable-abi-2.10")
+            token = "-".join(parts[:4])
+            return _parse_new_arch(parts[4:], TorchStableAbi(version=version, legacy=False), token)
         token = "-".join(parts[0:3])
-        version = _version_pair(token, r"torch-stable-abi(\d)(\d+)", "stable ABI version", "torch-stable-abi210")
+        version = version_pair(token, r"torch-stable-abi(\d)(\d+)", "stable ABI version", "torch-stable-abi210")
         return _parse_arch(parts[3:], TorchStableAbi(version=version), token)
+    if parts[0] == "torch" and len(parts) >= 2 and parts[1][:1].isdigit():
+        version = dotted(parts[1], "torch version", "torch-2.13")
+        abi = parts[2] == "cxx11" if len(parts) > 2 and parts[2] in ABI_TAGS else None
+        n = 2 if abi is None else 3
+        framework = Torch(version=version, cxx11_abi=abi, legacy=False)
+        return _parse_new_arch(parts[n:], framework, "-".join(parts[:n]))
     if parts[0] == "torch":
         backend_name = "-".join(parts[1:])
         if not backend_name:
-            raise _Bad("missing the backend of a noarch build", "e.g. torch-cpu, torch-cuda, torch-universal")
+            raise BadToken("missing the backend of a noarch build", "e.g. torch-cpu, torch-cuda, torch-universal")
         if backend_name not in NOARCH_BACKENDS:
             if len(parts) == 4 and token_kind(parts[1]) == "backend":
                 raise ValueError("missing the torch version: arch builds are torch{M}{m}-{backend}-{cpu}-{os}")
-            raise _Bad(f"unknown noarch backend '{backend_name}'", f"known: {', '.join(NOARCH_BACKENDS)}")
+            raise BadToken(f"unknown noarch backend '{backend_name}'", f"known: {', '.join(NOARCH_BACKENDS)}")
         return NoarchVariant(backend_name=backend_name)
+    if parts[0] == "mlx" and len(parts) >= 2 and not parts[1][:1].isdigit():
+        backend_name = "-".join(parts[1:])
+        if backend_name not in MLX_BACKENDS:
+            raise BadToken(f"unknown MLX backend '{backend_name}'", f"known: {', '.join(MLX_BACKENDS)}")
+        return NoarchVariant(backend_name=backend_name, mlx=True)
     if parts[0].startswith("torch"):
         if len(parts) >= 2 and parts[1] in ABI_TAGS:
             token, abi, rest = f"{parts[0]}-{parts[1]}", parts[1] == "cxx11", parts[2:]
         else:
             token, abi, rest = parts[0], None, parts[1:]
-        version = _version_pair(parts[0], r"torch(\d)(\d+)", "torch version", "torch213 for torch 2.13")
+        version = version_pair(parts[0], r"torch(\d)(\d+)", "torch version", "torch213 for torch 2.13")
         if abi is None and len(rest) == 4 and [token_kind(p) for p in rest[1:]] == ["backend", "CPU", "OS"]:
-            raise _Bad(f"unknown ABI tag '{rest[0]}'", "expected cxx11, cxx98 or none")
+            raise BadToken(f"unknown ABI tag '{rest[0]}'", "expected cxx11, cxx98 or none")
         return _parse_arch(rest, Torch(version=version, cxx11_abi=abi), token)
     if parts[0] == "tvm" and len(parts) >= 2 and parts[1].startswith("ffi"):
+        if parts[1] == "ffi" and len(parts) > 2:
+            version = dotted(parts[2], "tvm-ffi version", "tvm-ffi-0.1")
+            return _parse_new_arch(parts[3:], TvmFfi(version=version, legacy=False), "-".join(parts[:3]))
         token = f"tvm-{parts[1]}"
-        version = _version_pair(token, r"tvm-ffi(\d+?)(\d+)", "tvm-ffi version", "tvm-ffi01 for tvm-ffi 0.1")
+        version = version_pair(token, r"tvm-ffi(\d+?)(\d+)", "tvm-ffi version", "tvm-ffi01 for tvm-ffi 0.1")
         return _parse_arch(parts[2:], TvmFfi(version=version), token)
-    raise _Bad(f"unknown framework '{parts[0]}'")
+    raise BadToken(f"unknown framework '{parts[0]}'")
 
 
 def parse_variant(name: str) -> Variant:
@@ -225,13 +238,19 @@ def parse_variant(name: str) -> Variant:
         raise VariantNameError(name, f"expected a string, not {type(name).__name__}")
     try:
         variant = _parse(name)
-    except _Bad as err:
+    except BadToken as err:
         raise VariantNameError(name, err.reason, err.hint) from None
     except ValueError as err:
         raise VariantNameError(name, str(err)) from None
     if variant.variant_str != name:
         raise VariantNameError(name, "not written canonically", f"the loader reads it as '{variant.variant_str}'")
     return variant
+
+
+def legacy(variant: Variant) -> bool:
+    """Whether ``variant`` is written in the legacy form, which loaders before kernels 0.19 parse (they skip a name
+    in kernels 0.19's form, an SDK or an MLX build, as a folder they cannot read)."""
+    return variant.legacy
 
 
 def check_variant_name(name: str) -> str:
@@ -241,19 +260,6 @@ def check_variant_name(name: str) -> str:
 
 
 # -- did you mean (only a refused name needs it) -----------------------------------------------------------
-
-
-def describe_characters(name: str) -> str:
-    """What is wrong with the characters of ``name``, a name with a character outside ``[a-z0-9_-]``."""
-    bad = sorted(set(re.sub(r"[a-z0-9_\-]", "", name)))
-    if any(ch.isspace() for ch in bad):
-        return "contains whitespace"
-    if any(ch.isupper() for ch in bad) and all(ch.isalpha() for ch in bad):
-        return "contains upper-case letters (variant names are lower-case)"
-    if bad == ["."] and re.search(r"\d\.\d", name):
-        return "versions are written without a dot (torch213 for torch 2.13, cu128 for CUDA 12.8)"
-    shown = ", ".join(repr(ch) for ch in bad[:5])
-    return f"contains {shown} (a variant name has only lower-case letters, digits, '_' and '-')"
 
 
 _OS_ALIASES = {"macos": "darwin", "osx": "darwin", "mac": "darwin", "win": "windows", "win32": "windows"}

@@ -25,12 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli import run_cli
 from envs import user_env_for
 from processes import HIDE_SIGSTORE
-from projects import CPU_ENV, LockedProject, write_pyproject
+from projects import CPU_ENV, LockedProject, locked_offline, write_pyproject
 
-from kernlock.lock import file as lockfile
 from kernlock.runtime import loaders
 from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo
 
@@ -48,13 +46,7 @@ def _project(base: Path) -> LockedProject:
     project = base / "project"
     project.mkdir()
     write_pyproject(project, f'"{REPO}" = "v1"\n', environments=[CPU_ENV])
-    env = user_env_for(base)
-    with HubServer(root) as server:
-        for command in ("lock", "sync"):
-            result = run_cli(command, "--project", str(project), env={**env, **server.env()})
-            assert result.returncode == 0, result.stderr
-        env.update(server.env())  # the endpoint of a Hub that is no longer there
-    return LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
+    return locked_offline(root, project, user_env_for(base))
 
 
 @pytest.fixture(scope="module")

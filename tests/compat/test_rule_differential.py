@@ -1,28 +1,30 @@
-"""kernlock's own variant rule and load-time checks against the INSTALLED loader's, whatever kernels generation.
+"""kernlock's own variant rules and load-time checks against the INSTALLED loader's, whatever kernels generation.
 
-Run by the compatibility matrix in every set (kernels 0.15.2, 0.16.2, 0.17.2): >= 5,000 generated (variant set x
-environment) cases each. Each case is compared twice: the rule alone, with every parameter the loader's rule takes
-(backend, CPU, OS, torch version and ABI, tvm-ffi version, macOS version, free-threaded Python); and, where the
-system is a machine an environment string can name, the whole lock-time decision of an environment declared with
-optional facts (`{ name, cuda-capabilities, python, tvm-ffi, kernels, macos }`): the variant kernlock's
-Environment picks, then whether the loader would refuse that build (its metadata.json's CUDA archs against the
-declared capabilities, its `kernels-minver` against the declared loader), each judged by the loader's own code
-(kernels.archs, kernels.validate.MinverValidator, the Rust metadata parser) where the installed loader has it.
+Run by the compatibility matrix in every set (kernels 0.15.2, 0.16.2, 0.17.2, 0.18.3, 0.19.1): >= 5,000 generated
+(variant set x system) cases each, over legacy names and kernels 0.19's (dotted versions, named backends, the Python
+ABI, SDK and MLX builds, ``rocm714``). Each case is compared twice: the rule of the installed release
+(:func:`kernlock.variants.rule.rule_for_kernels`) alone, with every parameter the loader's rule takes (backend, CPU,
+OS, torch version and ABI, tvm-ffi version, macOS version, free-threaded Python; from 0.19 the Python version and
+whether mlx is installed); and, where the system is a machine an environment string can name, the whole lock-time
+decision of an environment declared with optional facts (`{ name, cuda-capabilities, python, tvm-ffi, kernels,
+macos, mlx }`, its `kernels` a release of the installed generation, or none under 0.19, whose rule is the default):
+the variant kernlock's Environment picks, then whether the loader would refuse that build (its metadata.json's CUDA
+archs against the declared capabilities, its `kernels-minver` against the declared loader), each judged by the
+loader's own code (archs, validate.MinverValidator, the Rust metadata parser) where the installed loader has it.
+Under 0.19, an environment that declares no Python is checked on every Python torch runs on: kernlock's choice is
+the loader's on each, or kernlock refuses to choose (and then the loader's choices really differ).
 
-The documented differences of other loaders are applied to the inputs, not hidden in the comparison: names an older
-loader cannot parse (the `tpu` backend before 0.17) are left out, as that loader skips them; loaders without a
-macOS parameter (before 0.17) do not check Metal's macOS 26 floor, which is kernlock's rule on a macOS 26 machine;
-kernels 0.18 accepts ROCm builds of an older minor release (kernlock's rule, 0.17's, an exact match), so ROCm
-machines are left out there; kernels 0.19's new rule is not compared at all (the module skips): a lock records the
-kernels-0.17 rule's choice (its `variant-rule`) and activation loads exactly that build under 0.18 and 0.19 too.
-On such a machine the lock's choice and the loader's choice are the same; elsewhere activation loads the locked
-variant anyway (docs/troubleshooting.md).
+The documented differences of other loaders are applied to the inputs, not hidden in the comparison: names a loader
+cannot parse (the `tpu` backend before 0.17, kernels 0.19's forms before 0.19) are left out, as that loader skips
+them; loaders without a macOS parameter (before 0.17) do not check Metal's macOS 26 floor, which is kernlock's rule
+on a macOS 26 machine.
 """
 
 from __future__ import annotations
 
 import collections
 import importlib
+import importlib.metadata
 import inspect
 import json
 import logging
@@ -30,33 +32,43 @@ import random
 
 import pytest
 from packaging.version import Version
-from variant_cases import DIFF_NOARCH, diff_pool, random_declaration, random_metadata, random_system
+from variant_cases import (
+    DIFF_NEW_GLOBAL,
+    DIFF_NOARCH,
+    DIFF_PYTHONS_0_19,
+    diff_pool_0_19,
+    random_declaration,
+    random_metadata,
+    random_system,
+)
 
-from kernlock.environments.environment import Environment
+from kernlock.environments.environment import PYTHONS, Environment
+from kernlock.errors import ResolutionError
 from kernlock.resolve import eligibility
-from kernlock.runtime import loaders
 from kernlock.variants import grammar as variants
 from kernlock.variants import rule as variant_rule
 from kernlock.variants import types as variant_types
 
-GENERATION = loaders.probe().generation
-if GENERATION == "kernels-0.19":  # pragma: no cover - the matrix's set G
-    pytest.skip(
-        "kernels 0.19 chooses by a new rule (new-format names, the Python ABI, new ranks): kernlock's rule is still "
-        "kernels-0.17's, so a lock records that rule's choice and activation loads exactly it (issue 42 follows 0.19)",
-        allow_module_level=True,
-    )
-kernels_backends = importlib.import_module("kernels.backends")
-kernels_variants = importlib.import_module("kernels.variants")
+INSTALLED = Version(importlib.metadata.version("kernels"))
+RULE = variant_rule.rule_for_kernels(INSTALLED)
+NEW = RULE == "kernels-0.19"
+_PACKAGE = "kernels._internals" if NEW else "kernels"  # 0.19 moved every module under kernels._internals
+kernels_backends = importlib.import_module(f"{_PACKAGE}.backends")
+kernels_variants = importlib.import_module(f"{_PACKAGE}.variants")
 
 CASES = 5000
 
-try:  # the loader's post-choice checks, where this generation has them (kernels 0.17)
-    from kernels import validate as kernels_validate
-    from kernels._rust import Metadata
-    from kernels.archs import _supports_cuda_capability
-except ImportError:  # pragma: no cover - older generations
+try:  # the loader's post-choice checks, where this generation has them (kernels 0.17+)
+    kernels_validate = importlib.import_module(f"{_PACKAGE}.validate")
+    Metadata = importlib.import_module("kernels._rust").Metadata
+    _supports_cuda_capability = importlib.import_module(f"{_PACKAGE}.archs")._supports_cuda_capability
+except (ImportError, AttributeError):  # pragma: no cover - older generations
     kernels_validate = None
+
+
+def _their_backend(text: str):
+    """The installed loader's backend for a legacy backend token (0.19 takes the parts of a name)."""
+    return kernels_backends.parse_backend([text]) if NEW else kernels_backends.parse_backend(text)
 
 
 def _loader_refuses(metadata: dict, name: str, table: dict, monkeypatch: pytest.MonkeyPatch) -> bool | None:
@@ -82,33 +94,35 @@ def _loader_refuses(metadata: dict, name: str, table: dict, monkeypatch: pytest.
 
 @pytest.mark.slow
 def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
-    caplog.set_level(logging.ERROR, logger="kernels.variants")
+    caplog.set_level(logging.ERROR, logger=kernels_variants.__name__)
     rule = kernels_variants._resolve_variant_for_system
     knows_macos = "macos_version" in inspect.signature(rule).parameters
-    pool = diff_pool()
-    every = sorted({name for names in pool.values() for name in names} | set(DIFF_NOARCH))
+    rng = random.Random(20261130)
+    pool = diff_pool_0_19(random.Random(20261204))
+    every = sorted({name for names in pool.values() for name in names} | set(DIFF_NOARCH) | set(DIFF_NEW_GLOBAL))
     theirs = {}
     for name in every:
         try:
             theirs[name] = kernels_variants.parse_variant(name)
-        except ValueError:  # a backend this loader does not know: it skips such folders
+        except ValueError:  # a name this loader cannot read: it skips such folders
             continue
     ours: dict[str, variant_types.Variant] = {name: variants.parse_variant(name) for name in theirs}
     free_threaded_seam = hasattr(kernels_variants, "_is_unsupported_free_threaded_build")
 
-    rng = random.Random(20261130)
     seen: collections.Counter[str] = collections.Counter()
     cases = 0
     while cases < CASES:
         system = random_system(rng)
         try:
-            backend = kernels_backends.parse_backend(system["backend"])
+            backend = _their_backend(system["backend"])
         except ValueError:
             continue  # a backend this loader cannot run on
-        if GENERATION == "kernels-0.18" and system["backend"].startswith("rocm"):
-            continue  # kernels 0.18 loads ROCm builds of an older minor too; kernlock's rule is 0.17's exact match
-        table = random_declaration(rng, system) if rng.random() < 0.8 else None
-        if not free_threaded_seam:
+        if NEW:
+            system["python_version"] = Version(rng.choice(DIFF_PYTHONS_0_19))
+            system["free_threaded"] = rng.random() < 0.1
+            system["has_mlx"] = rng.random() < 0.3
+        table = random_declaration(rng, system, RULE) if rng.random() < 0.8 else None
+        if not free_threaded_seam and not NEW:
             system["free_threaded"] = False
             if table:
                 table.pop("python", None)
@@ -119,38 +133,33 @@ def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.Mon
         platform = [n for n in pool[(system["cpu"], system["os"])] if n in theirs]
         family = variants.parse_backend(system["backend"]).name
         versions = (system["torch_version"], system["tvm_ffi_version"])
-        near = [n for n in platform if ours[n].framework.version in versions and ours[n].backend.name == family]
+        near = [
+            n
+            for n in platform
+            if getattr(getattr(ours[n], "framework", None), "version", None) in versions
+            and getattr(getattr(ours[n], "backend", None), "name", None) == family
+        ]
         names = rng.sample(platform, min(len(platform), rng.randint(0, 20)))
         names += rng.sample(near, rng.randint(0, min(12, len(near))))
         names += rng.sample(sorted(theirs), rng.randint(0, 6))
         names = sorted(set(names))  # a repo's folders are distinct; sorted, as kernlock takes them
-        if free_threaded_seam:
-            monkeypatch.setattr(
-                kernels_variants, "_is_unsupported_free_threaded_build", lambda s=system: s["free_threaded"]
-            )
-        kwargs = {
-            "variants": [theirs[n] for n in names],
-            "selected_backend": backend,
-            "cpu": system["cpu"],
-            "os": system["os"],
-            "torch_version": system["torch_version"],
-            "torch_cxx11_abi": system["torch_cxx11_abi"],
-            "tvm_ffi_version": system["tvm_ffi_version"],
-        }
-        if knows_macos:
-            kwargs["macos_version"] = system["macos_version"]
-        expected, _trace = rule(**kwargs)
-        expected_names = [v.variant_str for v in expected]
-        got = variant_rule.accepted_variants([ours[n] for n in names], **system)
+        expected_names = _loader_accepts(rule, names, theirs, backend, system, knows_macos, monkeypatch)
+        got = variant_rule.accepted_variants([ours[n] for n in names], rule=RULE, **system)
         assert [v.variant_str for v in got] == expected_names, (system, names)
         cases += 1
         seen["accepted"] += bool(got)
+        seen["new form chosen"] += bool(got) and not got[0].legacy
         if table is None or (not knows_macos and system["backend"] == "metal" and system["os"] != "darwin"):
             continue  # see test_named_metal_off_macos_case
         env = Environment.from_declared(table)
-        assert env.accepted_variants(names) == expected_names, (table, names)
+        if NEW and "python" not in table:
+            expected_names = _every_python(env, names, rule, theirs, backend, system, knows_macos, monkeypatch, seen)
+            if expected_names is None:
+                continue
+        else:
+            assert env.accepted_variants(names) == expected_names, (table, names)
         seen["declared"] += 1
-        seen["free-threaded"] += env.extras.free_threaded
+        seen["free-threaded"] += system["free_threaded"]
         seen["tvm-ffi chosen"] += bool(expected_names) and expected_names[0].startswith("tvm-ffi")
         if not expected_names:
             continue
@@ -164,10 +173,58 @@ def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.Mon
             seen["capability refused" if "capability" in mine else "minver refused"] += 1
         else:
             seen["checked and loadable"] += 1
+    print(f"{INSTALLED} ({RULE}): {cases} cases, {len(theirs)} names it reads of {len(every)}:", dict(seen))
     assert seen["accepted"] >= CASES // 2  # the cases exercise acceptance, not only rejection
     assert seen["declared"] >= CASES // 2 and seen["free-threaded"] >= 100 and seen["tvm-ffi chosen"] >= 20, seen
+    if NEW:
+        assert seen["new form chosen"] >= 200 and seen["ambiguous Python"] >= 20 and seen["any Python"] >= 500, seen
     if kernels_validate is not None:
         assert min(seen["capability refused"], seen["minver refused"], seen["checked and loadable"]) >= 100, seen
+
+
+def _loader_accepts(rule, names, theirs, backend, system, knows_macos, monkeypatch) -> list[str]:
+    """The installed loader's ordered choice among ``names`` on ``system``."""
+    kwargs = {
+        "variants": [theirs[n] for n in names],
+        "selected_backend": backend,
+        "cpu": system["cpu"],
+        "os": system["os"],
+        "torch_version": system["torch_version"],
+        "torch_cxx11_abi": system["torch_cxx11_abi"],
+        "tvm_ffi_version": system["tvm_ffi_version"],
+    }
+    if knows_macos:
+        kwargs["macos_version"] = system["macos_version"]
+    if NEW:
+        kwargs.update(
+            python_version=system["python_version"], free_threaded=system["free_threaded"], has_mlx=system["has_mlx"]
+        )
+    elif hasattr(kernels_variants, "_is_unsupported_free_threaded_build"):
+        monkeypatch.setattr(kernels_variants, "_is_unsupported_free_threaded_build", lambda: system["free_threaded"])
+    expected, _trace = rule(**kwargs)
+    return [v.variant_str for v in expected]
+
+
+def _every_python(env, names, rule, theirs, backend, system, knows_macos, monkeypatch, seen) -> list[str] | None:
+    """kernels 0.19, an environment without a declared Python: kernlock's first choice is the loader's on every
+    Python in PYTHONS, or kernlock refuses and the loader's first choices really differ. The loader's list on the
+    Python drawn (one of PYTHONS), or None when kernlock refused."""
+    firsts = {}
+    for python in PYTHONS:
+        on = {**system, "python_version": Version(python), "free_threaded": False}
+        found = _loader_accepts(rule, names, theirs, backend, on, knows_macos, monkeypatch)
+        firsts[python] = found[0] if found else None
+    try:
+        mine = env.select_variant(names)
+    except ResolutionError as err:
+        assert len(set(firsts.values())) > 1, (env, names, firsts)
+        assert "does not declare its Python" in str(err) and "python = " in str(err)
+        seen["ambiguous Python"] += 1
+        return None
+    assert set(firsts.values()) == {mine}, (env, names, firsts)
+    seen["any Python"] += 1
+    system.update(python_version=Version(PYTHONS[-1]), free_threaded=False)
+    return _loader_accepts(rule, names, theirs, backend, system, knows_macos, monkeypatch)
 
 
 def test_named_metal_off_macos_case() -> None:
@@ -181,7 +238,7 @@ def test_named_metal_off_macos_case() -> None:
     if "macos_version" in inspect.signature(rule).parameters:
         theirs, _ = rule(
             variants=[kernels_variants.parse_variant(n) for n in sorted(names)],
-            selected_backend=kernels_backends.parse_backend("metal"),
+            selected_backend=_their_backend("metal"),
             cpu="aarch64",
             os="linux",
             torch_version=Version("2.10"),

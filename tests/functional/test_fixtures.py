@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -393,6 +394,39 @@ def test_non_cpu_builds_are_native_extension_stubs(catalog: Catalog, tmp_path: P
     assert "torch.ops." in ops and "from . import _flash_attn2_cuda_" in ops
     [so] = (tmp_path / "build" / variant).glob("*.abi3.so")
     assert so.read_bytes().startswith(b"\x7fELF") and so.stat().st_size == 4096
+
+
+def test_zip_builds_hold_the_package_as_one_archive(tmp_path: Path) -> None:
+    """``zip_builds``: the package as one ``{id}.zip`` (no .so, even for a CUDA build), metadata.json saying so, a
+    digest kernels' own hashing of the folder agrees with; the same bytes when built again; other builds as usual."""
+    from kernels._rust import Digest, DigestAlgorithm, Metadata
+
+    cuda = "torch213-cxx11-cu130-x86_64-linux"
+    branches = {"v1": [CPU_VARIANT, cuda, "torch-cpu"]}
+    zipped = {"v1": [CPU_VARIANT, cuda]}
+    repo = create_kernel_repo(tmp_path / "a", "kernels-community/zipped", branches, kind="layernorm", zip_builds=zipped)
+    again = create_kernel_repo(
+        tmp_path / "b", "kernels-community/zipped", branches, kind="layernorm", zip_builds=zipped
+    )
+    assert repo.head("v1") == again.head("v1")
+    repo.export("v1", tmp_path / "out")
+    for variant in (CPU_VARIANT, cuda):
+        folder = tmp_path / "out" / "build" / variant
+        meta = json.loads((folder / "metadata.json").read_text())
+        archive = folder / f"{meta['id']}.zip"
+        assert meta["build-layout"] == "zip" and "archs" not in meta["backend"]
+        assert sorted(p.name for p in folder.iterdir()) == sorted(
+            [archive.name, "metadata.json", "metadata.json.sigstore"]
+        )
+        assert sorted(zipfile.ZipFile(archive).namelist()) == ["__init__.py", "_ops.py", "layers.py"]
+        assert "torch.ops." not in zipfile.ZipFile(archive).read("_ops.py").decode()  # pure Python
+        assert set(meta["digest"]["files"]) == {archive.name}
+        parsed = Metadata.read_from_file(folder / "metadata.json")
+        parsed.digest.validate(Digest.hash_variant(DigestAlgorithm.SHA256, folder))
+        assert read_identity(repo.root, repo.repo_id, "v1", variant)["variant"] == variant
+    assert (tmp_path / "out" / "build" / "torch-cpu" / "__init__.py").is_file()  # not named: the files layout
+    with pytest.raises(ValueError, match="zip_builds names"):
+        create_kernel_repo(tmp_path / "c", "kernels-community/zipped", branches, zip_builds={"v1": ["torch-cuda"]})
 
 
 # ------------------------------------------------------------------------------------------------ builder API

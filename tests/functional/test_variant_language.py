@@ -3,6 +3,7 @@ optional facts of an environment, and lock-time refusals of builds the loader wo
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -27,7 +28,7 @@ MATRIX_ROWS = {
     "torch213-cxx11-cu132-x86_64-linux": "torch-stable-abi29-cu130-x86_64-linux",  # stable ABI, same CUDA major
     "torch213-cxx11-cu132-aarch64-linux": "torch213-cxx11-cu132-aarch64-linux",  # cu132 (torch 2.12/2.13)
     "torch212-cxx11-cu129-x86_64-linux": "torch-stable-abi210-cu126-x86_64-linux",  # stable ABI first
-    "torch213-cxx11-rocm72-x86_64-linux": "torch213-cxx11-rocm72-x86_64-linux",
+    "torch213-cxx11-rocm72-x86_64-linux": "torch-stable-abi210-rocm71-x86_64-linux",  # ROCm 7.1 on 7.2 (0.18+)
     "torch211-cxx11-rocm71-x86_64-linux": "torch-stable-abi210-rocm71-x86_64-linux",
     "torch213-cxx11-xpu20260-x86_64-linux": "torch213-cxx11-xpu20260-x86_64-linux",
     "torch212-cxx11-xpu20253-x86_64-linux": "torch-stable-abi210-xpu20253-x86_64-linux",
@@ -35,7 +36,7 @@ MATRIX_ROWS = {
     "torch212-cpu-aarch64-darwin": "torch-stable-abi210-cpu-aarch64-darwin",
     "torch213-cu130-aarch64-windows": "torch213-cu130-aarch64-windows",  # Windows ARM64
     "torch213-cu130-x86_64-windows": "torch213-cu130-x86_64-windows",
-    "torch213-cxx11-cann80-x86_64-linux": "torch-npu",  # CANN loads the npu noarch build
+    "torch213-cxx11-cann80-x86_64-linux": "torch-universal",  # no CANN build: 0.19 dropped the torch-npu alias
     "torch213-cxx11-neuron-x86_64-linux": "torch-neuron",
     "torch213-cxx11-tpu-x86_64-linux": "torch-tpu",
     "torch29-cxx11-cu128-x86_64-linux": "torch-cuda",  # no arch build, no tvm-ffi declared
@@ -85,14 +86,40 @@ def _loader_choice(env: Environment, names: list[str]) -> str | None:
     return chosen[0].variant_str if chosen else None
 
 
+#: Where the rules of older loaders choose otherwise (kernels 0.17 and before: ROCm builds of the same release only;
+#: before 0.19: CANN machines load the torch-npu noarch build).
+BEFORE_0_18 = {"torch213-cxx11-rocm72-x86_64-linux": "torch213-cxx11-rocm72-x86_64-linux"}
+BEFORE_0_19 = {"torch213-cxx11-cann80-x86_64-linux": "torch-npu"}
+INSTALLED = importlib.metadata.version("kernels")
+
+
+def _rows_for(kernels: str) -> dict[str, str]:
+    """MATRIX_ROWS as the rule of kernels release ``kernels`` chooses them."""
+    release = Version(kernels)
+    rows = dict(MATRIX_ROWS)
+    if release < Version("0.19"):
+        rows.update(BEFORE_0_19)
+    if release < Version("0.18"):
+        rows.update(BEFORE_0_18)
+    return rows
+
+
 def test_every_row_of_the_real_matrix_locks_what_the_loader_loads(
     matrix_repo: str, hub: HubServer, user_env: dict, project: Path
 ):
-    lock = _lock(project, hub, matrix_repo, list(MATRIX_ROWS))
-    (entry,) = lock.kernels
+    """Undeclared environments follow the newest loader's rule (kernels 0.19); an environment that declares the
+    installed kernels gets exactly the installed loader's own choice; one on kernels 0.17.2 that loader's rule."""
+    (entry,) = _lock(project, hub, matrix_repo, list(MATRIX_ROWS)).kernels
     for env, expected in MATRIX_ROWS.items():
         assert entry.variant_for(env).name == expected, env
+    installed = [{"name": env, "kernels": INSTALLED} for env in MATRIX_ROWS]
+    (entry,) = _lock(project, hub, matrix_repo, installed).kernels
+    for env, expected in _rows_for(INSTALLED).items():
+        assert entry.variant_for(env).name == expected, env
         assert _loader_choice(Environment.parse(env), hub_variants()) == expected, env
+    older = [{"name": env, "kernels": "0.17.2"} for env in MATRIX_ROWS]
+    (entry,) = _lock(project, hub, matrix_repo, older).kernels
+    assert {env: entry.variant_for(env).name for env in MATRIX_ROWS} == _rows_for("0.17.2")
 
 
 def test_tagless_names_are_preferred_over_cxx11(catalog: Catalog, hub: HubServer, user_env: dict, project: Path):
@@ -121,9 +148,11 @@ def test_free_threaded_targets_get_no_arch_build(
     threaded = {"name": SM90, "python": "3.13t"}
     lock = _lock(project, hub, matrix_repo, [threaded])
     assert lock.kernels[0].variant_for(SM90).name == "torch-cuda"  # the noarch build of its backend
-    newer = {"name": SM90, "python": "3.15t"}  # 3.15t loads stable-ABI arch builds again
+    newer = {"name": SM90, "python": "3.15t", "kernels": "0.17.2"}  # before 0.19, 3.15t loads abi3 builds again
     chosen = _lock(project, hub, matrix_repo, [newer]).kernels[0].variant_for(SM90).name
     assert chosen == "torch-stable-abi29-cu130-x86_64-linux" == _loader_choice(Environment.parse(SM90), hub_variants())
+    newest = {"name": SM90, "python": "3.15t"}  # kernels 0.19: abi3 never loads free-threaded, only abi3t builds
+    assert _lock(project, hub, matrix_repo, [newest]).kernels[0].variant_for(SM90).name == "torch-cuda"
 
     arch_only = own_repo(catalog, {"v1": [SM90], "v2": [SM90, "torch-universal"]})
     with pytest.raises(ResolutionError) as err:
@@ -255,7 +284,6 @@ def test_the_fixture_table_is_the_real_matrix():
 def _kernels_test_variant_lists() -> dict[str, list[str]]:
     """``*_VARIANT_STRINGS`` lists of the installed kernels' own tests/test_variants.py, where it ships them."""
     import ast
-    import importlib.metadata
 
     found: dict[str, list[str]] = {}
     for file in importlib.metadata.files("kernels") or []:
