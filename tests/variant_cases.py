@@ -182,5 +182,17 @@ def diff_pool_0_19(rng: random.Random) -> dict[tuple[str, str], list[str]]:
             else:
                 names.append(f"sdk-cpython-{python}-{abi}-{system}")
         names += [f"torch{t}-cxx11-rocm714-{system}" for t in DIFF_TORCHES[-2:]]
+        names += [n for n in catalog_names() if n.endswith(f"-{system}")]
         pool[(cpu, os)] = sorted(set(names))
     return pool
+
+
+def catalog_names() -> list[str]:
+    """Every build name of the sample catalog and of the real Hub's matrix (``HUB_MATRIX``: real-variants.md)."""
+    from kernlock.testing import catalog_matrix, hub_variants
+
+    names = set(hub_variants())
+    for branches in catalog_matrix().values():
+        for built in branches.values():
+            names.update(built)
+    return sorted(names)

@@ -36,6 +36,7 @@ from variant_cases import (
     DIFF_NEW_GLOBAL,
     DIFF_NOARCH,
     DIFF_PYTHONS_0_19,
+    catalog_names,
     diff_pool_0_19,
     random_declaration,
     random_metadata,
@@ -99,7 +100,9 @@ def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.Mon
     knows_macos = "macos_version" in inspect.signature(rule).parameters
     rng = random.Random(20261130)
     pool = diff_pool_0_19(random.Random(20261204))
-    every = sorted({name for names in pool.values() for name in names} | set(DIFF_NOARCH) | set(DIFF_NEW_GLOBAL))
+    every = sorted(
+        {name for names in pool.values() for name in names} | {*DIFF_NOARCH, *DIFF_NEW_GLOBAL, *catalog_names()}
+    )
     theirs = {}
     for name in every:
         try:
@@ -174,6 +177,7 @@ def test_kernlock_rule_equals_the_installed_loaders_rule(monkeypatch: pytest.Mon
         else:
             seen["checked and loadable"] += 1
     print(f"{INSTALLED} ({RULE}): {cases} cases, {len(theirs)} names it reads of {len(every)}:", dict(seen))
+    assert set(catalog_names()) <= set(theirs)  # every catalog and real-Hub name is one the loader reads
     assert seen["accepted"] >= CASES // 2  # the cases exercise acceptance, not only rejection
     assert seen["declared"] >= CASES // 2 and seen["free-threaded"] >= 100 and seen["tvm-ffi chosen"] >= 20, seen
     if NEW:
