@@ -15,6 +15,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from kernlock.environments.facts import as_toml
 from kernlock.testing import HubServer, build_catalog, move_branch
 
 CUDA_ENV = "torch211-cxx11-cu128-x86_64-linux"
@@ -114,11 +115,14 @@ def main() -> None:
             print(f"(a local Hub at {server.url} stands in for huggingface.co: {len(catalog.repo_ids)} kernel repos)")
             demo = Demo(work, server)
             demo.project.mkdir()
-            this_env = json.loads(demo.run("kernlock", "env", "--json", quiet=True))["environment"]
+            # This machine as `kernlock env` declares it: with its Python and kernels, whose rules pick its build.
+            declared = json.loads(demo.run("kernlock", "env", "--json", quiet=True))["declared"]
+            this_env = declared["name"] if isinstance(declared, dict) else declared
+            here = as_toml(declared) if isinstance(declared, dict) else json.dumps(declared)
             (demo.project / "pyproject.toml").write_text(
                 '[project]\nname = "tiny-train"\nversion = "0.1.0"\n\n'
                 "[tool.kernlock]\n# this laptop and the training cluster\n"
-                f'environments = ["{this_env}", "{CUDA_ENV}"]\n'
+                f'environments = [{here}, "{CUDA_ENV}"]\n'
             )
             (demo.project / "train.py").write_text(TRAIN_PY)
 

@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# The tests expect this machine to be torch213-cxx11-cpu-x86_64-linux; bootstrap keeps a torch .venv already had.
+.venv/bin/python -c "import sys, torch; sys.exit(not torch.__version__.startswith('2.13.'))" || {
+  echo "scripts/test.sh: the tests run on torch 2.13 (CPU) and .venv has another; rm -rf .venv and run it again" >&2
+  exit 1
+}
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # kernlock's bytecode, as a pip-installed user has it (an editable install compiles nothing, and with

@@ -138,7 +138,6 @@ TINY_ACTIVATION = "kernels-community/activation"
 def tiny_locked_project(base: Path) -> LockedProject:
     """Two kernels (attention v2, activation v1; CPU builds only) locked and synced from a local Hub, which is
     stopped on return: ``env`` still points HF_ENDPOINT at it, so any request would fail."""
-    from kernlock.lock import file as lockfile
     from kernlock.testing import CPU_VARIANT
 
     root = base / "hub"
@@ -147,10 +146,4 @@ def tiny_locked_project(base: Path) -> LockedProject:
     project = base / "project"
     project.mkdir()
     write_pyproject(project, f'"{TINY_ATTENTION}" = "v2"\n"{TINY_ACTIVATION}" = "v1"\n', environments=[CPU_ENV])
-    env = user_env_for(base)
-    with HubServer(root) as server:
-        for command in ("lock", "sync"):
-            result = run_cli(command, "--project", str(project), env={**env, **server.env()})
-            assert result.returncode == 0, result.stderr
-        env.update(server.env())
-    return LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
+    return locked_offline(root, project, user_env_for(base))

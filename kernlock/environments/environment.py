@@ -165,6 +165,22 @@ class Environment:
             raise EnvironmentStringError(f"environment {env}: {err}{end}") from None
         return cls(name=env.name, extras=found)
 
+    @classmethod
+    def of_build(cls, name: str) -> Environment | None:
+        """The machine a torch arch build is for, as an environment string (``torch-2.15-cxx11-cpu-cpython-3.10-
+        abi3-x86_64-linux`` and ``torch215-cpu-x86_64-linux`` -> ``torch215-cxx11-cpu-x86_64-linux``); None for
+        any other build (noarch, stable ABI, tvm-ffi, SDK) or name."""
+        try:
+            parsed = variants.parse_variant(name)
+        except ValueError:
+            return None
+        if not isinstance(parsed, variant_types.ArchVariant) or not isinstance(parsed.framework, variant_types.Torch):
+            return None
+        framework = variant_types.Torch(version=parsed.framework.version, cxx11_abi=parsed.framework.cxx11_abi)
+        backend = variants.parse_backend(_legacy_backend(parsed.backend))
+        legacy = variant_types.ArchVariant(framework=framework, backend=backend, cpu=parsed.cpu, os=parsed.os)
+        return cls.parse(_with_abi_rule(legacy.variant_str))
+
     def declared(self) -> str | dict[str, Any]:
         """How pyproject declares it: the string, or ``{ name, <facts> }`` when it declares facts."""
         data = self.extras.as_data()

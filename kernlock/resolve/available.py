@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernlock.environments.environment import Environment
-from kernlock.errors import KernlockError, ResolutionError
+from kernlock.errors import ResolutionError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from kernlock.hub.client import Hub
 
 __all__ = ["Available", "Kernel", "available", "meaning"]
@@ -69,13 +71,19 @@ def available(hub: Hub, wanted: list[tuple[str, str | None]]) -> Available:
     names = sorted({env for k in kernels for env in k.environments}, key=_order)
     serving = {
         env: tuple(
-            f"{k.repo}@{k.rev}"
-            for k, tree in zip(kernels, trees, strict=True)
-            if Environment.parse(env).select_variant(tree) is not None
+            f"{k.repo}@{k.rev}" for k, tree in zip(kernels, trees, strict=True) if _loads(Environment.parse(env), tree)
         )
         for env in names
     }
     return Available(kernels=tuple(kernels), serving=serving)
+
+
+def _loads(env: Environment, tree: Iterable[str]) -> bool:
+    """Whether ``env`` loads one of the builds ``tree`` names (on some Python, where the choice depends on it)."""
+    try:
+        return env.select_variant(tree) is not None
+    except ResolutionError:  # kernels 0.19 builds for a newer Python beside others: it loads one of them
+        return True
 
 
 def _kernel(hub: Hub, repo: str, rev: str | None) -> Kernel:
@@ -90,15 +98,14 @@ def _kernel(hub: Hub, repo: str, rev: str | None) -> Kernel:
         raise ResolutionError(
             f"{repo} has no branch or tag '{rev}'; `kernlock outdated` or the Hub lists its versions."
         )
-    environments: list[str] = []
+    environments: set[str] = set()
     noarch: list[str] = []
     for name in hub.build_tree(repo, commit):
-        try:
-            parsed = Environment.parse(name)
-        except KernlockError:
-            noarch.append(name)  # not an environment string: a noarch build (torch-universal, torch-cuda, ...)
-            continue
-        (environments if parsed.name == name else noarch).append(name)
+        machine = Environment.of_build(name)  # a torch arch build, in either name form
+        if machine is not None:
+            environments.add(machine.name)
+        elif name.startswith(("torch-", "mlx-")) and not name.startswith("torch-stable-abi") and name.count("-") == 1:
+            noarch.append(name)  # torch-universal, torch-cuda, mlx-metal, ...
     return Kernel(
         repo=repo,
         rev=rev,

@@ -115,8 +115,12 @@ def when_fix(
     ]
 
 
-#: An arch build's framework part (``torch212-cxx11``, ``torch-stable-abi210``, ``tvm-ffi01``) and the rest.
-_FRAMEWORK = re.compile(r"(torch\d+(?:-cxx11|-cxx98)?|torch-stable-abi\d+|tvm-ffi\d+)-(.+)")
+#: An arch build's framework part (``torch212-cxx11``, ``torch-stable-abi210``, ``tvm-ffi01``; kernels 0.19's
+#: ``torch-2.15-cxx11``, ``torch-stable-abi-2.11``, ``tvm-ffi-0.1``) and the rest.
+_FRAMEWORK = re.compile(
+    r"(torch\d+(?:-cxx11|-cxx98)?|torch-stable-abi\d+|tvm-ffi\d+"
+    r"|torch-\d+\.\d+(?:-cxx11|-cxx98)?|torch-stable-abi-\d+\.\d+|tvm-ffi-\d+\.\d+)-(.+)"
+)
 _KEYS = ("cuda", "rocm", "torch", "os", "arch")
 
 

@@ -92,7 +92,59 @@ def message_of(err: BaseException) -> str | None:
     found = root_kernlock_error(err)
     if found is not None:
         return str(found)
-    return _spawned(err) or _refused_by_fallback(err)
+    return _spawned(err) or _refused_by_fallback(err) or _compiled_code(err)
+
+
+#: What the dynamic loader says when a compiled extension cannot be loaded on this machine.
+_DLOPEN = ("cannot open shared object file", "undefined symbol", "invalid ELF header", "file too short", "ELF class")
+
+
+def _compiled_code(err: BaseException) -> str | None:
+    """An ImportError or OSError from loading the compiled code of a build kernlock served (verified, so it is the
+    machine that does not fit: a CUDA build without the NVIDIA driver, other libraries): that build, the loader's
+    reason and the fix."""
+    policy = sys.modules.get("kernlock.runtime.policy")
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while policy is not None and current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).strip()
+        if isinstance(current, (ImportError, OSError)) and any(marker in text for marker in _DLOPEN):
+            served = _served_build(policy, current)
+            if served is not None:
+                entry, folder = served
+                fix = (
+                    "a CUDA build needs the NVIDIA driver (libcuda), which this machine lacks; run it on a GPU node, "
+                    "or without a GPU install torch's CPU build (the lock's CPU environment loads its CPU build)"
+                    if "libcuda" in text
+                    else "its files are there and match kernels.lock, so it is this machine that does not fit the "
+                    "build (a CUDA build without a GPU driver, other system libraries); compare `kernlock env` with "
+                    "the environment it was locked for"
+                )
+                return (
+                    f"{entry.repo} {os.path.basename(folder)} (commit {entry.commit[:12]}) is the locked, verified "
+                    f"build, but its compiled code does not load here ({text}): {fix}."
+                )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _served_build(policy: ModuleType, err: BaseException) -> tuple[Any, str] | None:
+    """The lock entry and variant folder of the build kernlock served that ``err`` came from (a frame or a path in
+    its message inside that folder), or None."""
+    places = [word.strip("'\":,") for word in str(err).split() if os.sep in word]
+    tb = err.__traceback__
+    while tb is not None:
+        places.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    for place in places:
+        folder = os.path.dirname(place)
+        for _ in range(4):  # the variant folder is a few levels above any of its files at most
+            entry = policy.origin_of(folder)
+            if entry is not None:
+                return entry, folder
+            folder = os.path.dirname(folder)
+    return None
 
 
 def _refused_by_fallback(err: BaseException) -> str | None:

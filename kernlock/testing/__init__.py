@@ -29,6 +29,7 @@ from kernlock.testing.fixtures import (
     read_identity,
     set_org_trust,
     standard_variants,
+    today_variants,
     without_cpu,
 )
 from kernlock.testing.server import ConnectionDropped, Faults, HubServer, Request, RequestLog, Transform, make_app
@@ -61,5 +62,6 @@ __all__ = [
     "read_identity",
     "set_org_trust",
     "standard_variants",
+    "today_variants",
     "without_cpu",
 ]

@@ -35,6 +35,7 @@ from kernlock.testing.fixtures import (
     read_identity,
     read_organizations,
     standard_variants,
+    today_variants,
     variant_backend,
     without_cpu,
 )
@@ -131,7 +132,7 @@ def test_branch_variants_as_declared(catalog: Catalog) -> None:
             for variant in declared:
                 assert parse_variant(variant).variant_str == variant
     fa2 = catalog_matrix()[catalog.flash_attn2]
-    assert len(fa2["v4"]) == 28 and len(standard_variants()) == 26
+    assert len(fa2["v4"]) == 42 and len(standard_variants()) == 26 and len(today_variants()) == 14
     assert without_cpu(fa2["v5"]) == fa2["v5"]
     assert (
         without_cpu(catalog_matrix()[catalog.newest_without_cpu]["v2"])

@@ -14,12 +14,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from envs import user_env_for
 from processes import CHILD_HELPERS, CHILD_PRELUDE, Child
-from projects import TINY_ACTIVATION, LockedProject, tiny_locked_project
+from projects import CPU_ENV, TINY_ACTIVATION, LockedProject, locked_offline, tiny_locked_project, write_pyproject
+
+from kernlock.testing import CPU_VARIANT, create_kernel_repo
 
 pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process
 
 UNLOCKED = "kernels-community/rotary"
+COMPILED = "kernels-community/compiled-activation"
 PREFIX = "kernlock: error: "
 
 
@@ -87,6 +91,22 @@ def test_not_synced_with_import_kernlock_activate_is_one_line(tiny: LockedProjec
         env={"HF_HUB_CACHE": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "1"},
     )
     _one_line(child, TINY_ACTIVATION, "is not in the kernel cache", "`kernlock sync`")
+
+
+def test_a_build_whose_compiled_code_does_not_load_here_is_one_line(tmp_path: Path):
+    """The locked, verified build's extension cannot be loaded on this machine (a CUDA build on a torch without the
+    NVIDIA driver says `libcuda.so.1: cannot open shared object file`; this fixture's stand-in extension makes the
+    dynamic loader say the same of the extension itself, a file that is there, as a new user saw with the sample
+    Hub's CUDA builds): one line naming the build and the fix, not the loader's ImportError, at every try."""
+    root, project = tmp_path / "hub", tmp_path / "project"
+    create_kernel_repo(root, COMPILED, {"v1": [CPU_VARIANT]}, kind="activation", compiled_builds=[CPU_VARIANT])
+    project.mkdir()
+    write_pyproject(project, f'"{COMPILED}" = "v1"\n', environments=[CPU_ENV])
+    locked = locked_offline(root, project, user_env_for(tmp_path))
+    for _attempt in range(2):
+        child = locked.run(f'import kernels\nkernels.get_kernel("{COMPILED}", version=1)\n')
+        line = _one_line(child, COMPILED, CPU_VARIANT, "is the locked, verified build", "cannot open shared object")
+        assert "its files are there and match kernels.lock" in line and "compare `kernlock env`" in line
 
 
 def test_a_damaged_lock_with_import_kernlock_activate_is_one_line(tiny: LockedProject, tmp_path: Path):
