@@ -2,8 +2,9 @@
 
 Each function lives in the module of its job (:mod:`kernlock.commands.lock`, :mod:`kernlock.commands.sync`,
 :mod:`kernlock.commands.verify`, :mod:`kernlock.commands.show`, :mod:`kernlock.commands.reports`,
-:mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module names them all and imports a job's
-module when one of its names is first used, so a command pays only for its own job.
+:mod:`kernlock.commands.implicit`, :mod:`kernlock.commands.interop`, :mod:`kernlock.commands.airgap`); this module
+names them all and imports a job's module when one of its names is first used, so a command pays only for its own
+job.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below imports each on first use
     from kernlock.commands.adopt import Adopted, add_from
     from kernlock.commands.airgap import BundleResult, bundle, mirror_app, serve, sync_from
+    from kernlock.commands.implicit import Implicit, add_implicit
     from kernlock.commands.interop import export, import_kernels
     from kernlock.commands.lock import (
         AddResult,
@@ -35,6 +37,8 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below im
 _HOMES = {
     "Adopted": "commands.adopt",
     "add_from": "commands.adopt",
+    "Implicit": "commands.implicit",
+    "add_implicit": "commands.implicit",
     "AddResult": "commands.lock",
     "LockResult": "commands.lock",
     "add": "commands.lock",
@@ -70,6 +74,7 @@ __all__ = [
     "AddResult",
     "Adopted",
     "BundleResult",
+    "Implicit",
     "LockResult",
     "NotSynced",
     "ShowResult",
@@ -77,6 +82,7 @@ __all__ = [
     "Upgrade",
     "add",
     "add_from",
+    "add_implicit",
     "bundle",
     "env_report",
     "environments",

@@ -19,6 +19,7 @@ __all__ = [
     "ResolutionError",
     "SignatureError",
     "SignedDigestError",
+    "SkippedKernelError",
     "SpecError",
     "UnknownRevisionError",
     "UnreachableError",
@@ -108,6 +109,11 @@ class SignedDigestError(SignatureError):
 
 class ActivationError(KernlockError, ImportError):
     """A kernel load in this process cannot honour the lock."""
+
+
+class SkippedKernelError(KernlockError, FileNotFoundError):
+    """A kernel transformers loads by itself that kernels.lock does not lock here, in warn mode: a FileNotFoundError,
+    which kernelize answers by keeping torch's own forward for the layer (docs/activation.md)."""
 
 
 class NotSyncedError(LockError):

@@ -76,9 +76,9 @@ main.add_command(check)
 
 @main.command(
     epilog=examples(
-        ("kernlock add kernels-community/flash-attn2", "the newest version that builds everywhere"),
-        ("kernlock add kernels-community/activation@v1", "a branch; also a tag or a commit"),
+        ("kernlock add kernels-community/activation@v1", "a branch; also a tag or a commit; none: the newest"),
         ("kernlock add --from ./checkpoint-500", "the builds a model folder (or Hub model repo) was trained with"),
+        ("kernlock add --implicit", "the kernels transformers loads by itself, where it loads them"),
         page="locking.md",
     )
 )
@@ -91,23 +91,39 @@ main.add_command(check)
     metavar="PATH_OR_REPO",
     help="Pin the kernel builds a model was computed with: the kernels.lock of a model folder or Hub model repo.",
 )
+@click.option(
+    "--implicit",
+    is_flag=True,
+    help="Lock the Hub kernels the installed transformers loads by itself (every one, or those SPEC names).",
+)
 @project_option
 @verbose_option()
 @handle_errors
-def add(specs: tuple[str, ...], trust: bool, no_sync: bool, from_model: str | None, project_dir: Path | None) -> None:
+def add(
+    specs: tuple[str, ...], trust: bool, no_sync: bool, from_model: str | None, implicit: bool, project_dir: Path | None
+) -> None:
     """Add kernels to pyproject.toml, lock them and download them.
 
     SPEC is org/name[@rev]. Without a revision, the newest version branch with a build for every environment of
     the project is recorded. Nothing is written unless every kernel resolves. With --from, the builds a model
-    folder or Hub model repo was computed with (its kernels.lock) are pinned instead.
+    folder or Hub model repo was computed with (its kernels.lock) are pinned instead. With --implicit, the kernels
+    transformers' default kernel mapping loads, each for the environments whose device it maps.
     """
     from kernlock import api
     from kernlock.cli import output as cli_output
 
-    if bool(specs) == bool(from_model):
-        raise click.UsageError("give kernels (SPEC...) or --from PATH_OR_REPO, one of the two.")
+    if (implicit and from_model) or (not implicit and bool(specs) == bool(from_model)):
+        raise click.UsageError("give kernels (SPEC...), --from PATH_OR_REPO or --implicit [SPEC...], one of them.")
     cli_output.warn_gate()
-    if from_model:
+    if implicit:
+        from kernlock.cli.output_implicit import print_implicit
+
+        done = api.add_implicit(project_dir, list(specs), trust=trust)
+        print_implicit(done)
+        if done.added is None:
+            return
+        result = done.added
+    elif from_model:
         from kernlock.cli.output_adopt import print_adopted
 
         adopted = api.add_from(project_dir, from_model, trust=trust)
@@ -209,7 +225,8 @@ def lock(
 def env(as_json: bool, project_dir: Path | None, verbose: bool) -> None:
     """This machine's environment, and what it loads of the lock.
 
-    Also warns when the installed transformers/kernels pair turns transformers' Hub kernel paths off.
+    Also warns when the installed transformers/kernels pair turns transformers' Hub kernel paths off, and lists
+    the Hub kernels transformers loads by itself here (its default kernel mapping), each locked or not.
     """
     from kernlock import api
     from kernlock.cli import output as cli_output
@@ -225,6 +242,9 @@ def env(as_json: bool, project_dir: Path | None, verbose: bool) -> None:
         click.echo(json.dumps(report, indent=2))
         return
     cli_output.print_env(report, verbose=verbose)
+    from kernlock.cli.output_implicit import print_implicit_env
+
+    print_implicit_env(report.get("implicit"))
 
 
 @main.command(

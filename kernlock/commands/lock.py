@@ -85,7 +85,7 @@ def stale_reason(project: Project, lock: Lock, environments: list[Environment]) 
     if sorted(lock.environments) != wanted:
         return f"kernels.lock covers {', '.join(lock.environments)}, but the project targets {', '.join(wanted)}"
     for repo in sorted(project.requirements):
-        for env in environments:
+        for env in filter(project.requirements[repo].applies_to, environments):
             pin = project.requirements[repo].pin_for(env)
             entry = lock.entry_for(repo, str(env))
             if entry is None:

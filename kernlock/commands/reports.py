@@ -22,7 +22,8 @@ __all__ = ["env_report", "environments", "outdated"]
 
 
 def env_report(root: Path | None = None) -> dict[str, Any]:
-    """This machine's environment, library versions, the transformers gate, and each locked kernel's variant.
+    """This machine's environment, library versions, the transformers gate, each locked kernel's variant, and the
+    Hub kernels transformers loads by itself here (``implicit``), each locked or not.
     A machine whose environment cannot be detected (no torch: a lock-only machine, or a Python torch has no build
     for) is reported all the same: ``environment`` None and ``environment_error`` saying why."""
     from kernlock.environments import facts
@@ -68,12 +69,17 @@ def env_report(root: Path | None = None) -> dict[str, Any]:
     report["load_paths"] = loaders.load_paths(probe.generation, gated)
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
+    lock = None
     if environment is not None and project.lockfile.exists():
         try:
             lock = read_lock(project)
         except LockError as err:
             report["lock_error"] = str(err)
-            return report
+    if machine is not None:  # the kernels transformers loads by itself here, and whether each is locked
+        from kernlock.commands.implicit import implicit_report
+
+        report["implicit"] = implicit_report(machine, lock)
+    if environment is not None and lock is not None:
         differ = facts.differences(lock.facts_for(environment), report["declared"])
         if differ:
             report["facts_differ"] = differ

@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 __all__ = ["remove_kernels_dependencies", "remove_requirements", "set_requirements"]
 
 
-def set_requirements(project: Project, revs: dict[str, tuple[str, bool]]) -> None:
-    """Record each ``repo = rev`` (``{ rev, trust = true }`` when trusted by hand) in pyproject.toml,
-    keeping everything else in the file as it is. Nothing to record writes nothing (not even an empty table).
+def set_requirements(
+    project: Project, revs: dict[str, tuple[str, bool]], scopes: dict[str, tuple[str, ...]] | None = None
+) -> None:
+    """Record each ``repo = rev`` (``{ rev, trust = true }`` when trusted by hand, ``environments = [...]`` for a
+    repo of ``scopes``) in pyproject.toml, keeping everything else in the file as it is. Nothing to record writes
+    nothing (not even an empty table).
 
     An entry of the same repo in another letter case is replaced (repo ids are not case-sensitive, and `load`
     refuses a table that names one repo twice)."""
@@ -37,13 +40,16 @@ def set_requirements(project: Project, revs: dict[str, tuple[str, bool]]) -> Non
         for twin in [key for key in kernels if key != repo and key.casefold() == repo.casefold()]:
             del kernels[twin]
             del wanted[twin]
-        if trust:
+        table: dict[str, Any] = {"rev": rev, **({"trust": True} if trust else {})}
+        if scopes and repo in scopes:
+            table["environments"] = list(scopes[repo])
+        if len(table) > 1:
             entry = tomlkit.inline_table()
-            entry.update({"rev": rev, "trust": True})
+            entry.update(table)
             kernels[repo] = entry
         else:
             kernels[repo] = rev
-        wanted[repo] = {"rev": rev, "trust": True} if trust else rev
+        wanted[repo] = table if len(table) > 1 else rev
     _write_edit(project, doc, expected)
 
 

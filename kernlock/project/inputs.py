@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 
+_EXAMPLE = "torch211-cxx11-cu128-x86_64-linux"
 #: The keys of [tool.kernlock], in the order its unknown-key message lists them.
 _TABLE_KEYS = ("environments", "kernels", "signatures", "provenance")
 
@@ -68,15 +69,22 @@ class Pin:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Requirement:
-    """A requested kernel repo: its pins (first match wins) and whether its publisher is trusted by hand."""
+    """A requested kernel repo: its pins (first match wins), whether its publisher is trusted by hand, and the
+    environments it is locked for (None: every one; `kernlock add --implicit` scopes what transformers loads on some
+    devices only)."""
 
     repo: str
     pins: tuple[Pin, ...]
     trust: bool = False
+    environments: tuple[str, ...] | None = None
 
     @property
     def org(self) -> str:
         return self.repo.split("/", 1)[0]
+
+    def applies_to(self, env: Environment | str) -> bool:
+        """Whether the lock must serve this requirement on ``env``."""
+        return self.environments is None or str(env) in self.environments
 
     def pin_for(self, env: Environment) -> Pin:
         """The first pin whose `when` holds on ``env``; SpecError naming the environment if none does."""
@@ -89,7 +97,10 @@ class Requirement:
         )
 
     def as_data(self) -> dict[str, Any]:
-        return {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
+        data: dict[str, Any] = {"pins": [pin.as_data() for pin in self.pins], "trust": self.trust}
+        if self.environments is not None:  # absent otherwise: the digest of every unscoped project is unchanged
+            data["environments"] = list(self.environments)
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,6 +207,7 @@ def load(root: Path | str) -> Project:
                 "repo ids are not case-sensitive); keep one."
             )
         requirements[repo] = _parse_requirement(repo, rev, pyproject)
+        _check_scope(requirements[repo], environments, pyproject)
     return Project(
         root=root,
         requirements=requirements,
@@ -266,19 +278,21 @@ def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
             f'{prefix}: expected a revision string ("v1"), a table {{ rev = "v1", trust = true }} '
             "or a list of { rev, when } tables."
         )
-    pins, trust = [], False
+    pins, trust, scope = [], False, None
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise ProjectError(f'{prefix}: entry {i + 1} must be a table like {{ rev = "v2", when = ... }}.')
-        unknown = set(entry) - {"rev", "when", "trust"}
+        unknown = set(entry) - {"rev", "when", "trust", "environments"}
         if unknown or "rev" not in entry or not isinstance(entry["rev"], str):
             raise ProjectError(
-                f"{prefix}: entry {i + 1} needs a string `rev` and may have `when` and `trust` "
+                f"{prefix}: entry {i + 1} needs a string `rev` and may have `when`, `trust` and `environments` "
                 f"(found {', '.join(sorted(entry)) or 'nothing'})."
             )
         if "trust" in entry and not isinstance(entry["trust"], bool):
             raise ProjectError(f"{prefix}: `trust` must be true or false.")
         trust = trust or bool(entry.get("trust", False))
+        if "environments" in entry:
+            scope = sorted({*(scope or ()), *_scope(entry["environments"], prefix)})
         when = None
         if "when" in entry:
             if not isinstance(entry["when"], str):
@@ -288,7 +302,33 @@ def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
             except SpecError as err:
                 raise ProjectError(f"{prefix}: {err}") from err
         pins.append(Pin(rev=_check_rev(entry["rev"], prefix), when=when))
-    return Requirement(repo=repo, pins=tuple(pins), trust=trust)
+    return Requirement(repo=repo, pins=tuple(pins), trust=trust, environments=None if scope is None else tuple(scope))
+
+
+def _scope(value: Any, prefix: str) -> list[str]:
+    """A requirement's `environments`: environment strings (of [tool.kernlock] environments)."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ProjectError(
+            f'{prefix}: `environments` must be a non-empty list of environment strings, e.g. ["{_EXAMPLE}"].'
+        )
+    try:
+        return [str(Environment.parse(v)) for v in value]
+    except EnvironmentStringError as err:
+        raise ProjectError(f"{prefix}: `environments`: {err}") from err
+
+
+def _check_scope(requirement: Requirement, declared: list[Environment] | None, where: Path) -> None:
+    """A requirement's `environments` must be environments the project declares."""
+    if requirement.environments is None:
+        return
+    known = {str(env) for env in declared or ()}
+    outside = [env for env in requirement.environments if env not in known]
+    if outside:
+        listed = ", ".join(sorted(known)) or "none: declare them in [tool.kernlock] environments"
+        raise ProjectError(
+            f'{where}: [tool.kernlock.kernels] "{requirement.repo}": `environments` names {", ".join(outside)}, '
+            f"which [tool.kernlock] environments does not (it declares: {listed})."
+        )
 
 
 def _valid(check: Callable[[object], object], value: object) -> bool:

@@ -59,7 +59,7 @@ def resolve(
     upgrade = upgrade or Upgrade()
     tasks: dict[tuple[str, str], _Task] = {}
     for req in project.requirements.values():
-        for env in environments:
+        for env in filter(req.applies_to, environments):  # `environments` of a scoped requirement
             pin = req.pin_for(env)
             task = tasks.setdefault(
                 (req.repo, pin.rev), _Task(repo=req.repo, rev=pin.rev, trusted_by_user=req.trust, requirement=req)

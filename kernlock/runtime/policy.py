@@ -195,13 +195,15 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
     state = _current()
     settings = activated.settings()
     assert settings is not None
-    locked = repo in state.lock.repos
+    lock, here = state.lock, state.environment  # a repo scoped to other environments is not locked here
+    locked = repo in lock.repos and (here not in lock.environments or lock.entry_for(repo, here) is not None)
     if os.environ.get("KERNLOCK_RECORD"):  # `kernlock run --record`
         from kernlock.runtime import recording
 
         recording.note(repo, asked, locked)
     if not locked:
-        message = f"{repo} ({asked}) is not in {settings.lockfile}; add it with `kernlock add {_spec(repo, asked)}`" + (
+        where = f"{settings.lockfile}" + (f" for {here}" if repo in lock.repos else "")
+        message = f"{repo} ({asked}) is not in {where}; add it with `kernlock add {_spec(repo, asked)}`" + (
             ", or record every kernel a run asks for with `kernlock run --record -- CMD...` (or set "
             "KERNLOCK_MODE=warn to load unlocked kernels with a warning)."
             if strict()
@@ -219,11 +221,8 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
 
 def _spec(repo: str, asked: str) -> str:
     """``org/name@rev`` for `kernlock add`: the revision the code asked (``version=4`` -> ``@v4``)."""
-    if asked.startswith("version="):
-        return f"{repo}@v{asked.removeprefix('version=')}"
-    if asked.startswith("revision="):
-        return f"{repo}@{asked.removeprefix('revision=')}"
-    return repo
+    kind, _, value = asked.partition("=")
+    return f"{repo}@v{value}" if kind == "version" else f"{repo}@{value}" if kind == "revision" else repo
 
 
 def _signature_check(lockfile: str | None) -> SignatureCheck:

@@ -6,7 +6,8 @@ What transformers does do is rewrap failures: ``load_and_register_attn_kernel`` 
 and the ``attn_implementation="flash_attention_N"`` fallback replaces any failure with "flash_attn is not
 installed". One wrapper, around ``PreTrainedModel._check_and_adjust_attn_implementation`` (the method every
 attention choice passes: model init, ``from_pretrained``, ``set_attn_implementation``), re-raises the kernlock
-error found in the exception chain instead.
+error found in the exception chain instead. The kernels transformers loads by itself (its default kernel mapping,
+in every ``from_pretrained`` from 5.25 on) are guarded by :mod:`kernlock.runtime.implicit`.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ _MARK = "__kernlock_hook__"
 def install(modeling_utils: ModuleType) -> None:
     """Wrap the attention check (once). A transformers without it still loads the locked builds (every Hub load goes
     through the kernels hooks); only kernlock's error messages may then reach the user rewrapped: say so once.
-    Also hook the model folders' save and load (:mod:`kernlock.runtime.provenance_hooks`)."""
-    from kernlock.runtime import provenance_hooks
+    Also hook the model folders' save and load (:mod:`kernlock.runtime.provenance_hooks`), and the loads of the
+    kernels transformers' default kernel mapping names (:mod:`kernlock.runtime.implicit`)."""
+    from kernlock.runtime import implicit, provenance_hooks
 
     provenance_hooks.install_models(modeling_utils)
+    implicit.install()
     model = getattr(modeling_utils, "PreTrainedModel", None)
     method = getattr(model, _METHOD, None)
     if method is None:

@@ -1,7 +1,8 @@
 """``python -m kernlock.testing catalog|serve|move``: the sample Hub from the shell (docs/testing-hub.md).
 
 - ``catalog ROOT``: build the sample catalog (docs/fixtures.md) under ROOT and list its repositories (a sample Hub
-  this command built there before is kept as it is: exit 0);
+  this command built there before is kept as it is: exit 0); ``--transformers``: the repos transformers' default
+  kernel mapping loads for a Llama instead (``build_transformers_catalog``);
 - ``serve ROOT [--host H] [--port P] [--latency S]``: serve ROOT as a Hub until SIGTERM/SIGINT (exit status 0). The
   first line on stdout is the server's URL, the second the ``export HF_ENDPOINT=...`` line to paste;
 - ``move ROOT REPO BRANCH [VARIANT...]``: re-upload builds of BRANCH (all of them by default), as an upstream
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     catalog.add_argument(
         "root", type=Path, help="folder to build it in (created; empty, missing, or a sample Hub built before: kept)"
     )
+    catalog.add_argument(
+        "--transformers", action="store_true", help="the kernels transformers' default mapping loads, instead"
+    )
     serve = commands.add_parser("serve", help="serve ROOT as a Hub until interrupted")
     serve.add_argument("root", type=Path, help="folder holding kernels/{org}/{name} and models/{org}/{name}")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "catalog":
-        return _catalog(parser, args.root)
+        return _catalog(parser, args.root, args.transformers)
     if not args.root.is_dir():
         parser.error(f"not a folder: {args.root}")
     if args.command == "move":
@@ -64,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     return _serve(args.root, args.host, args.port, args.page_size, args.latency)
 
 
-def _catalog(parser: argparse.ArgumentParser, root: Path) -> int:
-    from kernlock.testing.fixtures import build_catalog
+def _catalog(parser: argparse.ArgumentParser, root: Path, transformers: bool = False) -> int:
+    from kernlock.testing.fixtures import build_catalog, build_transformers_catalog, open_kernel_repo
 
     marker = root / _MARKER
     if marker.is_file():  # built here before (the Quick start pasted again): kept as it is, moved branches and all
@@ -74,11 +78,11 @@ def _catalog(parser: argparse.ArgumentParser, root: Path) -> int:
         return 0
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         parser.error(f"{root} exists and is not an empty folder; pick a new one")
-    catalog = build_catalog(root)
+    repo_ids = build_transformers_catalog(root) if transformers else build_catalog(root).repo_ids
     marker.write_text("the sample Hub of `python -m kernlock.testing catalog` (docs/testing-hub.md)\n")
     print(f"built the sample Hub in {root.resolve()}:")
-    for repo_id in catalog.repo_ids:
-        branches = sorted(b for b in catalog.repo(repo_id).branches() if b != "main")
+    for repo_id in repo_ids:
+        branches = sorted(b for b in open_kernel_repo(root, repo_id).branches() if b != "main")
         print(f"  {repo_id:<38} {' '.join(branches)}")
     print(f"serve it: python -m kernlock.testing serve {root} --port 8765")
     return 0
