@@ -58,11 +58,16 @@ def _with_abi_rule(name: str) -> str:
     return parsed.variant_str
 
 
-def _legacy_backend(backend: variant_types.Backend) -> str:
-    """``backend`` as a legacy name writes it (``cuda-12.8`` -> ``cu128``)."""
+def _legacy_machine(parsed: variant_types.ArchVariant) -> str:
+    """The environment string of the machine a torch arch build names, in the legacy form with the ABI tag its OS
+    needs (``torch-2.15-cuda-13.2-cpython-3.10-abi3-x86_64-linux`` -> ``torch215-cxx11-cu132-x86_64-linux``)."""
+    assert isinstance(parsed.framework, variant_types.Torch)
+    framework = variant_types.Torch(version=parsed.framework.version, cxx11_abi=parsed.framework.cxx11_abi)
+    backend = parsed.backend
     if isinstance(backend, variant_types.VERSIONED_BACKENDS):
-        return type(backend)(version=backend.version).variant_str
-    return backend.variant_str
+        backend = type(backend)(version=backend.version)  # the legacy form (``cu132``)
+    legacy = variant_types.ArchVariant(framework=framework, backend=backend, cpu=parsed.cpu, os=parsed.os)
+    return _with_abi_rule(legacy.variant_str)
 
 
 def _suggest_environment(text: str) -> str | None:
@@ -95,16 +100,10 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
     if isinstance(parsed, variant_types.SdkVariant):
         raise _not_an_environment(text, "an SDK build name, not a machine")
     if not parsed.legacy and isinstance(parsed.framework, variant_types.Torch):
-        legacy = variant_types.ArchVariant(
-            framework=variant_types.Torch(version=parsed.framework.version, cxx11_abi=parsed.framework.cxx11_abi),
-            backend=variants.parse_backend(_legacy_backend(parsed.backend)),
-            cpu=parsed.cpu,
-            os=parsed.os,
-        )
         python = parsed.python.version
         raise EnvironmentStringError(
             f"'{text}' is a build name in kernels 0.19's form; an environment is written in the legacy form, its "
-            f'Python declared beside it: {{ name = "{_with_abi_rule(legacy.variant_str)}", python = '
+            f'Python declared beside it: {{ name = "{_legacy_machine(parsed)}", python = '
             f'"{python.major}.{python.minor}" }}.'
         )
     if isinstance(parsed.framework, variant_types.TorchStableAbi):
@@ -176,10 +175,7 @@ class Environment:
             return None
         if not isinstance(parsed, variant_types.ArchVariant) or not isinstance(parsed.framework, variant_types.Torch):
             return None
-        framework = variant_types.Torch(version=parsed.framework.version, cxx11_abi=parsed.framework.cxx11_abi)
-        backend = variants.parse_backend(_legacy_backend(parsed.backend))
-        legacy = variant_types.ArchVariant(framework=framework, backend=backend, cpu=parsed.cpu, os=parsed.os)
-        return cls.parse(_with_abi_rule(legacy.variant_str))
+        return cls.parse(_legacy_machine(parsed))
 
     def declared(self) -> str | dict[str, Any]:
         """How pyproject declares it: the string, or ``{ name, <facts> }`` when it declares facts."""

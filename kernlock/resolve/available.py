@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from kernlock.environments.environment import Environment
 from kernlock.errors import ResolutionError
+from kernlock.variants import grammar as variants
+from kernlock.variants.types import NoarchVariant
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -104,7 +106,7 @@ def _kernel(hub: Hub, repo: str, rev: str | None) -> Kernel:
         machine = Environment.of_build(name)  # a torch arch build, in either name form
         if machine is not None:
             environments.add(machine.name)
-        elif name.startswith(("torch-", "mlx-")) and not name.startswith("torch-stable-abi") and name.count("-") == 1:
+        elif _noarch(name):
             noarch.append(name)  # torch-universal, torch-cuda, mlx-metal, ...
     return Kernel(
         repo=repo,
@@ -113,6 +115,14 @@ def _kernel(hub: Hub, repo: str, rev: str | None) -> Kernel:
         environments=tuple(sorted(environments, key=_order)),
         noarch=tuple(sorted(noarch)),
     )
+
+
+def _noarch(name: str) -> bool:
+    """Whether ``name`` is a noarch build (the grammar's; a name outside it is no build a loader reads)."""
+    try:
+        return isinstance(variants.parse_variant(name), NoarchVariant)
+    except ValueError:
+        return False
 
 
 def meaning(name: str) -> str:

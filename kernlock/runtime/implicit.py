@@ -61,7 +61,7 @@ def install() -> None:
 def _mapped_layers(repo: Any) -> tuple[tuple[str, str, str], list[str]] | None:
     """``repo``'s identity and the layers of transformers' default mapping that load it; None when it is not a
     repository of that mapping (or transformers is not imported)."""
-    from kernlock.environments.implicit import layer_identity
+    from kernlock.environments.implicit import layer_identity, mapped_kernels
 
     hub_kernels = sys.modules.get("transformers.integrations.hub_kernels")
     build = getattr(hub_kernels, "get_kernel_mapping_transformers", None)
@@ -69,17 +69,11 @@ def _mapped_layers(repo: Any) -> tuple[tuple[str, str, str], list[str]] | None:
     if build is None or identity is None:
         return None
     try:
-        mapping = build()  # built once by transformers, then its cache
-        layers = [
-            str(layer)
-            for layer, devices in mapping.items()
-            for value in devices.values()
-            for mapped in (value.values() if isinstance(value, dict) else (value,))
-            if layer_identity(mapped) == identity
-        ]
+        kernels = mapped_kernels(build())  # the mapping is built once by transformers, then its cache
     except Exception:  # a mapping of another shape: not ours to judge
         return None
-    return (identity, sorted(set(layers))) if layers else None
+    layers = sorted({k.layer for k in kernels if (k.repo, k.kernel_layer, k.rev) == identity})
+    return (identity, layers) if layers else None
 
 
 def refuse_unlocked(repo: Any) -> str | None:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -407,29 +408,45 @@ def test_a_symlink_out_of_the_cache_is_refused_and_nothing_is_written_outside(lo
 # -- nested folders ------------------------------------------------------------------------------------------------
 
 
-def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp_path: Path):
-    """A variant with a package folder (``pkg/__init__.py``) and no .py at its top: one marker, in ``pkg``; a
-    symlinked folder or a ``__pycache__`` folder inside ``pkg`` is refused. Built by hand, no Hub."""
-    cache = tmp_path / "cache"
-    contents = {"metadata.json": b"{}", "pkg/__init__.py": b"X = 1\n", "pkg/lib/data.bin": b"\0\1"}
+def _hand_built(repo: str, commit: str, contents: dict[str, bytes]) -> tuple[LockedKernel, LockedVariant]:
+    """A lock entry of one CPU variant holding ``contents`` (path -> bytes), made by hand (no Hub)."""
     files = tuple(
         LockedFile(path=path, size=len(data), hash="sha256:" + hashlib.sha256(data).hexdigest())
         for path, data in contents.items()
     )
     variant = LockedVariant(name=CPU_ENV, environments=(CPU_ENV,), files=files)
     entry = LockedKernel(
-        repo="org/nested", requested="v1", ref="v1", commit="a" * 40, environments=(CPU_ENV,), variants=(variant,)
+        repo=repo, requested="v1", ref="v1", commit=commit, environments=(CPU_ENV,), variants=(variant,)
     )
-    with pytest.raises(NotSyncedError):
-        syncing.check_variant(entry, variant, cache=cache)
+    return entry, variant
+
+
+def _place(
+    entry: LockedKernel, variant: LockedVariant, contents: dict[str, bytes], cache: Path, files: Iterable[LockedFile]
+) -> Path:
+    """Write ``files`` of the variant into ``cache`` as a sync lays them out (blobs, relative symlinks to them);
+    the variant folder."""
     root = syncing.variant_path(entry, variant, cache)
     blobs = caches.repo_folder(entry.repo, cache) / "blobs"
-    blobs.mkdir(parents=True)
+    blobs.mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     for locked_file in files:
         (blobs / locked_file.digest).write_bytes(contents[locked_file.path])
         link = root / locked_file.path
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(blobs / locked_file.digest, link.parent))
+    return root
+
+
+def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp_path: Path):
+    """A variant with a package folder (``pkg/__init__.py``) and no .py at its top: one marker, in ``pkg``; a
+    symlinked folder or a ``__pycache__`` folder inside ``pkg`` is refused. Built by hand, no Hub."""
+    cache = tmp_path / "cache"
+    contents = {"metadata.json": b"{}", "pkg/__init__.py": b"X = 1\n", "pkg/lib/data.bin": b"\0\1"}
+    entry, variant = _hand_built("org/nested", "a" * 40, contents)
+    with pytest.raises(NotSyncedError):
+        syncing.check_variant(entry, variant, cache=cache)
+    root = _place(entry, variant, contents, cache, variant.files)
 
     assert syncing.check_variant(entry, variant, cache=cache) == root  # writes the missing marker
     assert _is_marker(root / "pkg" / "__pycache__")
@@ -460,26 +477,13 @@ def test_a_variant_not_synced_says_what_is_missing_where(tmp_path: Path):
 
     cache = tmp_path / "cache"
     contents = {"__init__.py": b"X = 1\n", "_ops.py": b"Y = 2\n", "metadata.json": b"{}"}
-    files = tuple(
-        LockedFile(path=path, size=len(data), hash="sha256:" + hashlib.sha256(data).hexdigest())
-        for path, data in contents.items()
-    )
-    variant = LockedVariant(name=CPU_ENV, environments=(CPU_ENV,), files=files)
-    entry = LockedKernel(
-        repo="org/partial", requested="v1", ref="v1", commit="b" * 40, environments=(CPU_ENV,), variants=(variant,)
-    )
+    entry, variant = _hand_built("org/partial", "b" * 40, contents)
     with pytest.raises(VariantNotSynced) as nothing:
         syncing.check_variant(entry, variant, cache=cache)
     assert nothing.value.detail == f"nothing of it is in the kernel cache {cache}"
     assert "is not in the kernel cache" in str(nothing.value) and "`kernlock sync`" in str(nothing.value)
 
-    root = syncing.variant_path(entry, variant, cache)
-    blobs = caches.repo_folder(entry.repo, cache) / "blobs"
-    blobs.mkdir(parents=True)
-    root.mkdir(parents=True)
-    locked = files[2]  # metadata.json only
-    (blobs / locked.digest).write_bytes(contents[locked.path])
-    (root / locked.path).symlink_to(os.path.relpath(blobs / locked.digest, root))
+    _place(entry, variant, contents, cache, variant.files[2:])  # metadata.json only
     with pytest.raises(VariantNotSynced) as partly:
         syncing.check_variant(entry, variant, cache=cache)
     assert partly.value.detail == f"__init__.py, _ops.py missing from the kernel cache {cache}"
