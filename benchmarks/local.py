@@ -23,8 +23,8 @@ pyproject, a file touched in the cache) costs.
 median of N processes) of ``import click``, ``--help``, ``lock --check``, a no-op ``sync`` and ``env``.
 
 Goals: ``--help`` / ``--version`` <= 1.3x ``import click`` (issue 12); a no-op ``sync``, ``sync --frozen``, ``show``
-and ``lock --check`` <= 1.5x, ``verify`` <= 2.0x, ``env`` <= 2.5x (issue 32). A shared machine's wall times drift by
-tens of percent, so the ratio within one run is the comparable figure.
+and ``lock --check`` <= 1.2x, ``verify`` (a signed lock) <= 1.5x (issue 41), ``env`` <= 2.5x (issue 32). A shared
+machine's wall times drift by tens of percent, so the ratio within one run is the comparable figure.
 """
 
 from __future__ import annotations
@@ -176,9 +176,9 @@ GOALS = (
     Goal(
         "lock --check, no-op sync, sync --frozen, show",
         ("kernlock lock --check", "kernlock sync (no-op)", "kernlock sync --frozen (no-op)", "kernlock show"),
-        1.5,
+        1.2,
     ),
-    Goal("verify", ("kernlock verify",), 2.0),
+    Goal("verify", ("kernlock verify",), 1.5),
     Goal("env", ("kernlock env",), 2.5),
 )
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kernlock.commands import unchanged
 from kernlock.project.location import locate
@@ -25,9 +24,9 @@ def _signer(signature: Signature | str | None) -> str | None:
     return f"{signature.repository} {workflow}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShowResult:
-    """`show`'s table: one row per lock entry, and why the lock is stale or rows have no variant here."""
+class ShowResult(NamedTuple):
+    """`show`'s table: one row per lock entry, and why the lock is stale or rows have no variant here (a NamedTuple:
+    a remembered `show` imports no dataclasses)."""
 
     rows: list[dict[str, Any]]  # one per lock entry
     stale: str | None  # why kernels.lock no longer matches pyproject.toml, or None
@@ -48,7 +47,7 @@ def show(root: Path | None = None) -> ShowResult:
             pass  # remembered by another kernlock: derived again
     files = unchanged.project_files(where)
     result = _show(where, files)
-    unchanged.remember_show(where, files, asdict(result))
+    unchanged.remember_show(where, files, result._asdict())
     return result
 
 

@@ -10,13 +10,15 @@ torch this machine's environment comes from), and for `sync` and `show` every pa
 they were and answers after a few ``stat`` calls; any change among them (an edited pyproject, a new lock, a file
 touched in the cache, torch reinstalled) and the command derives its answer again, exactly as it would have. Only
 answers of commands that succeeded and changed nothing are remembered: an error is derived anew each time.
+
+`verify` remembers only what it checks against (its plan: the entries, the environments it requires, the trusted
+root), never a verdict: it hashes every file again each time.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kernlock.errors import ProjectError
 from kernlock.project.location import PYPROJECT, locate
@@ -35,17 +37,19 @@ __all__ = [
     "remember_lock_check",
     "remember_show",
     "remember_sync",
+    "remember_verify_plan",
     "remembers_sync",
     "shown",
     "sync_files",
     "synced",
     "variant_files",
+    "verify_plan",
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Synced:
-    """A `sync` that found every locked file of its environments in the cache, as an identical one did before."""
+class Synced(NamedTuple):
+    """A `sync` that found every locked file of its environments in the cache, as an identical one did before (a
+    NamedTuple: the no-op `sync` imports no dataclasses)."""
 
     variants: int
     kernels: int
@@ -108,7 +112,7 @@ def variant_files(pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Pa
 
 def remember_sync(root: Path, frozen: bool, files: dict[str, memo.Identity], found: Synced) -> None:
     """A `sync` of the project at ``root`` found ``found`` and changed nothing, reading ``files``."""
-    memo.remember(_sync_kind(frozen), [str(root)], files, asdict(found))
+    memo.remember(_sync_kind(frozen), [str(root)], files, found._asdict())
 
 
 def shown(root: Path | None) -> dict[str, Any] | None:
@@ -121,6 +125,25 @@ def shown(root: Path | None) -> dict[str, Any] | None:
 def remember_show(root: Path, files: dict[str, memo.Identity], result: dict[str, Any]) -> None:
     """`show` of the project at ``root`` gave ``result`` (rows, stale, no_variant), reading ``files``."""
     memo.remember("show", [str(root)], files, result)
+
+
+def verify_plan(root: Path | None, *, all_environments: bool) -> dict[str, Any] | None:
+    """What `verify` checked against before (its entries' tables, the environments it required, the trusted root)
+    when nothing that was derived from has changed since, else None. Only the plan: the files are hashed each time."""
+    where = _where(root)
+    kept = memo.recall(_verify_kind(all_environments), [where]) if where is not None else None
+    return kept if isinstance(kept, dict) else None
+
+
+def remember_verify_plan(
+    root: Path, files: dict[str, memo.Identity], plan: dict[str, Any], *, all_environments: bool
+) -> None:
+    """`verify` of the project at ``root`` checks against ``plan``, derived from ``files``."""
+    memo.remember(_verify_kind(all_environments), [str(root)], files, plan)
+
+
+def _verify_kind(all_environments: bool) -> str:
+    return "verify-all" if all_environments else "verify"
 
 
 def _where(root: Path | None) -> str | None:

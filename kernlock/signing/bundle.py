@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernlock.errors import SignatureError, SignedDigestError
 from kernlock.lock.model import LockedFile, Signature
-from kernlock.project.signatures import Signer
 from kernlock.util.digest import sha256_hex
+
+if TYPE_CHECKING:  # `verify` checks each synced build's signed digest and needs no signer policy (~1 ms)
+    from kernlock.project.signatures import Signer
 
 __all__ = [
     "BUNDLE",
@@ -161,6 +163,8 @@ class BundleVerifier:
         """Verify a synced bundle again, offline, against the signer kernels.lock recorded for it."""
         if "sha256:" + sha256_hex(bundle) != record.bundle:
             raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded; {fix}")
+        from kernlock.project.signatures import Signer
+
         signer = Signer(repository=record.repository, workflows=(record.signer,), issuer=record.issuer)
         found = self.verify(what, metadata, bundle, (signer,), fix=fix)
         if (found.log_index, found.integrated_time) != (record.log_index, record.integrated_time):

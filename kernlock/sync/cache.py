@@ -47,6 +47,7 @@ __all__ = [
     "VariantNotSynced",
     "blob_path",
     "cache_dir",
+    "entry_targets",
     "evidence",
     "file_hash",
     "in_variant",
@@ -292,9 +293,16 @@ def unlink_symlink(path: Path) -> None:
 def targets(lock: Lock, environments: Iterable[str] | None) -> list[tuple[LockedKernel, LockedVariant]]:
     """Every (entry, variant) the given environments load (None: every variant of the lock), deduplicated: what
     the cache must hold for them."""
+    return entry_targets(lock.kernels, environments)
+
+
+def entry_targets(
+    entries: Iterable[LockedKernel], environments: Iterable[str] | None
+) -> list[tuple[LockedKernel, LockedVariant]]:
+    """:func:`targets` of a lock's ``entries``."""
     wanted = None if environments is None else set(environments)
     seen: dict[tuple[str, str, str], tuple[LockedKernel, LockedVariant]] = {}
-    for entry in lock.kernels:
+    for entry in entries:
         for variant in entry.variants:
             if wanted is not None and not wanted & set(variant.environments):
                 continue

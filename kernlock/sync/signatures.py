@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kernlock.errors import SignatureError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant, Signature
-from kernlock.project.signatures import TRUSTED_ROOT_VARIABLE
 from kernlock.sync.cache import variant_path
 from kernlock.util import hfenv, names
 from kernlock.util.atomic import write_bytes_atomic
@@ -43,6 +42,8 @@ TRUST_FIX = (
 
 def default_trusted_root() -> Path | None:
     """``$KERNLOCK_SIGSTORE_TRUSTED_ROOT`` when set, else None (sigstore's public-good root)."""
+    from kernlock.project.signatures import TRUSTED_ROOT_VARIABLE
+
     value = os.environ.get(TRUSTED_ROOT_VARIABLE)
     return Path(value) if value else None
 
@@ -53,13 +54,13 @@ def signed(pairs: Iterable[tuple[LockedKernel, LockedVariant]]) -> list[tuple[Lo
 
 
 def _sha(path: Path, algorithm: str) -> bytes:
-    import hashlib  # OpenSSL: only where a signed file is hashed (a no-op sync hashes none)
+    from kernlock.util.hashing import hasher  # only where a signed file is hashed (a no-op sync hashes none)
 
-    digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
+        digest = hasher(algorithm, os.fstat(handle.fileno()).st_size)
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
-    return digest.digest()
+    return bytes(digest.digest())
 
 
 class SignatureCheck:

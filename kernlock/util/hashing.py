@@ -4,25 +4,38 @@ downloaded, copied from a bundle, or read back from the cache gives the same val
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from typing import TYPE_CHECKING, Any
+
+from kernlock.util.digest import builtin
 
 if TYPE_CHECKING:  # queue is imported by the threaded hash alone (`verify` and the run-time check hash in turn)
     import queue
 
-__all__ = ["StreamHash", "hasher"]
+__all__ = ["SMALL", "StreamHash", "hasher"]
 
 _CHUNK = 1024 * 1024
+#: Files below this size are hashed by CPython's built-in SHA modules. OpenSSL's (hashlib) hash ~5x faster where the
+#: CPU has SHA instructions, but loading it costs ~2.5 ms: more than that speed saves on less than about 1 MiB, so
+#: a command that hashes only small files (`verify` of pure-Python builds) never loads it.
+SMALL = 1 << 20
+#: The hash behind each algorithm name kernlock reads (a lock's files; a signed digest's ``sha256``/``sha512``).
+_HASHES = {"git-sha1": "sha1", "sha256": "sha256", "sha512": "sha512"}
 
 
 def hasher(algorithm: str, size: int) -> Any:
-    """A hashlib object primed for a file of ``size`` bytes hashed with ``algorithm`` (``sha256`` or ``git-sha1``)."""
-    if algorithm == "sha256":
-        return hashlib.sha256()
-    if algorithm == "git-sha1":
-        return hashlib.sha1(b"blob %d\0" % size)
-    raise ValueError(f"unknown hash algorithm {algorithm!r}")
+    """A hash object primed for a file of ``size`` bytes hashed with ``algorithm``: ``git-sha1`` (the git blob id's
+    sha1, primed with its header), ``sha256`` or ``sha512``. hashlib's (OpenSSL) from :data:`SMALL` bytes on, the
+    interpreter's built-in one below (the same digest)."""
+    name = _HASHES.get(algorithm)
+    if name is None:
+        raise ValueError(f"unknown hash algorithm {algorithm!r}")
+    prefix = b"blob %d\0" % size if algorithm == "git-sha1" else b""
+    if size < SMALL:
+        return builtin(name)(prefix)
+    import hashlib
+
+    return hashlib.new(name, prefix)
 
 
 class StreamHash:

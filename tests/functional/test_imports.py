@@ -165,6 +165,24 @@ def test_an_unchanged_project_is_answered_without_deriving(
     assert sorted(m for m in modules if m.startswith(DERIVING)) == []
 
 
+def test_a_second_verify_rehashes_without_deriving_what_it_checks_against(
+    synced: dict[str, str], project: Path, tmp_path: Path
+):
+    """`verify` re-hashes every file each time, but what it checks against (the lock's entries, this machine) is
+    remembered: the second one reads neither TOML nor the project, nor detects the machine, and prints the same.
+    The fixture's files are small: the interpreter's own SHA modules hash them, no OpenSSL (hashlib) is loaded."""
+    _anew(project)
+    first, derived = run_cli_imports("verify", env=synced, cwd=project, out=tmp_path / "first.txt")
+    again, modules = run_cli_imports("verify", env=synced, cwd=project, out=tmp_path / "again.txt")
+    assert first.returncode == again.returncode == 0, (first.stderr, again.stderr)
+    assert (again.stdout, again.stderr) == (first.stdout, first.stderr)
+    assert "tomllib" in derived and "kernlock.environments.environment" in derived
+    lock_reading = ("kernlock.lock.file", "tomllib", "kernlock.project.inputs", "kernlock.environments.environment")
+    assert sorted(m for m in modules if m.startswith(lock_reading)) == []
+    assert "kernlock.sync.integrity" in modules  # the files are hashed again
+    assert sorted(m for m in OPENSSL if m in modules) == []
+
+
 @pytest.mark.parametrize("args", [["lock", "--check"], ["env"]])
 def test_commands_that_never_touch_the_cache_skip_the_cache_modules(
     args: list[str], synced: dict[str, str], project: Path, tmp_path: Path

@@ -1,7 +1,7 @@
 """The everyday commands answer from memory while nothing they read has changed, and never past a change.
 
 `lock --check`, a `sync` with nothing to do and `show` remember their answer against the identity of every file
-they read (kernlock.commands.unchanged). Each test here makes the second, remembered run, then changes one of
+they read (kernlock.commands.unchanged); `verify` remembers what it checks against (never its verdict). Each test here makes the second, remembered run, then changes one of
 those inputs the way a user (or an attacker) would, and checks that the command sees it as if it had never
 remembered anything. Every command runs as a user runs it: a fresh `kernlock` process.
 """
@@ -24,7 +24,10 @@ from kernlock.util import memo
 pytestmark = pytest.mark.subprocess
 
 ACTIVATION = "kernels-community/activation"
-EVERYDAY = (["lock", "--check"], ["sync"], ["sync", "--frozen"], ["sync", "--locked"], ["show"], ["show", "--json"])
+EVERYDAY = (
+    *(["lock", "--check"], ["sync"], ["sync", "--frozen"], ["sync", "--locked"], ["show"], ["show", "--json"]),
+    *(["verify"], ["verify", "--all-environments"]),
+)
 
 
 @pytest.fixture
@@ -100,6 +103,42 @@ def test_lock_check_after_pyproject_or_lock_changed(synced: dict[str, str], proj
     assert code == 1 and "edited after kernlock wrote it" in err
     code, _, err = _run(synced, project, "sync")
     assert code == 1 and "edited after kernlock wrote it" in err
+
+
+def test_verify_hashes_every_time_and_reads_a_changed_lock(synced: dict[str, str], project: Path):
+    """`verify` answered from its remembered plan still re-hashes every file: one byte changed in the cache is
+    found on the run after a clean one. A lock edited by hand (the same length) is read again and refused, as an
+    unremembered `verify` refuses it; a plan kept where others can write is not used."""
+    assert _run(synced, project, "verify")[0] == 0
+    assert _run(synced, project, "verify")[0] == 0  # from the remembered plan
+    init = (_variant_folder(synced, project) / "__init__.py").resolve()
+    text = init.read_text()
+    os.chmod(init, 0o644)
+    init.write_text(text.replace("KERNEL_IDENTITY", "KERNEL_IDENTITX", 1))
+    code, _, err = _run(synced, project, "verify")
+    assert code == 1 and "__init__.py" in err and "mismatch" in err
+    init.write_text(text)
+    assert _run(synced, project, "verify")[0] == 0
+
+    lock = project / "kernels.lock"
+    original = lock.read_text()
+    size = original.index("size = ") + len("size = ")
+    lock.write_text(original[:size] + ("2" if original[size] == "1" else "1") + original[size + 1 :])
+    code, _, err = _run(synced, project, "verify")
+    assert code == 1 and "edited after kernlock wrote it" in err
+    lock.write_text(original)
+    assert _run(synced, project, "verify")[0] == 0
+
+    cache = Path(synced["KERNLOCK_CACHE"])
+    for answer in (cache / "answers").glob("verify-*.json"):  # a forged plan: no file is required, none checked
+        kept = json.loads(answer.read_text())
+        kept["answer"]["kernel"] = []
+        answer.write_text(json.dumps(kept))
+    os.chmod(init, 0o644)
+    init.write_text(text.replace("KERNEL_IDENTITY", "KERNEL_IDENTITX", 1))
+    os.chmod(cache, os.stat(cache).st_mode | stat.S_IWGRP | stat.S_IWOTH)
+    code, _, err = _run(synced, project, "verify")
+    assert code == 1 and "__init__.py" in err and "mismatch" in err
 
 
 def test_another_cache_is_not_answered_from_this_one(synced: dict[str, str], project: Path, tmp_path: Path):
