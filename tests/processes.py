@@ -9,6 +9,7 @@ import re
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -160,6 +161,43 @@ import kernels
 from kernlock.runtime import state as activated
 """
 )
+
+
+#: A ``sitecustomize.py`` for processes a test cannot put code into (a console script such as ``trl sft``, every
+#: rank a launcher starts): it records every socket the process connects and, at exit, when the process imported
+#: kernels, writes what it loaded (:data:`CHILD_HELPERS`' ``loaded()``: each build's identity and call counts) and
+#: the sockets to ``$KERNLOCK_TEST_PROBE.<pid>.json``. `kernlock run` puts its own sitecustomize first on the path;
+#: that one runs the sitecustomize it shadows, this one.
+PROBE_SITECUSTOMIZE = (
+    CHILD_PRELUDE
+    + CHILD_HELPERS
+    + """
+import atexit, os
+
+
+def _probe_write():
+    if "kernels" in sys.modules:
+        with open(f"{os.environ['KERNLOCK_TEST_PROBE']}.{os.getpid()}.json", "w") as out:
+            json.dump({"argv": sys.argv, "loaded": loaded(), "connects": CONNECTS}, out)
+
+
+atexit.register(_probe_write)
+"""
+)
+
+
+def install_probe(folder: Path) -> dict[str, str]:
+    """Write :data:`PROBE_SITECUSTOMIZE` into ``folder``; the variables that make a process run it (to merge into
+    its environment: PYTHONPATH, KERNLOCK_TEST_PROBE). :func:`read_probes` reads what the processes wrote."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(PROBE_SITECUSTOMIZE)
+    return {"PYTHONPATH": str(folder), "KERNLOCK_TEST_PROBE": str(folder / "probe")}
+
+
+def read_probes(folder: Path) -> list[dict[str, Any]]:
+    """What each probed process that imported kernels wrote at exit (:func:`install_probe`), oldest first."""
+    found = sorted(folder.glob("probe.*.json"), key=lambda path: path.stat().st_mtime_ns)
+    return [json.loads(path.read_text()) for path in found]
 
 
 def kernelize_silu_and_mul(repo: str) -> str:
