@@ -1,9 +1,10 @@
 """The everyday commands answer from memory while nothing they read has changed, and never past a change.
 
 `lock --check`, a `sync` with nothing to do and `show` remember their answer against the identity of every file
-they read (kernlock.commands.unchanged); `verify` remembers what it checks against (never its verdict). Each test here makes the second, remembered run, then changes one of
-those inputs the way a user (or an attacker) would, and checks that the command sees it as if it had never
-remembered anything. Every command runs as a user runs it: a fresh `kernlock` process.
+they read (kernlock.commands.unchanged); `verify` remembers what it checks against (never its verdict). Each test
+here makes the second, remembered run, then changes one of those inputs the way a user (or an attacker) would, and
+checks that the command sees it as if it had never remembered anything. Every command runs as a user runs it: a
+fresh `kernlock` process.
 """
 
 from __future__ import annotations
