@@ -7,35 +7,19 @@ from typing import TYPE_CHECKING
 import click
 
 from kernlock.cli.common import print_table
-from kernlock.util.wording import count, size
+from kernlock.commands.timing import memory_text, timing_text
+from kernlock.util.wording import count
 
 if TYPE_CHECKING:
     from kernlock.commands.check import CheckReport, CheckRow
     from kernlock.commands.speed import SpeedRow
-    from kernlock.commands.timing import Timing
     from kernlock.commands.upgrade_check import UpgradeReport
 
 __all__ = ["print_check", "print_speed", "print_upgrade"]
 
 
-def _number(value: float) -> str:
-    """Three significant digits, never an exponent: ``0.412``, ``4.12``, ``41.2``, ``412``."""
-    if value >= 100:
-        return f"{value:.0f}"
-    return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
-
-
-def _time(timing: Timing | None) -> str:
-    """``12.3 ms ±0.41``: the median and half the interquartile range."""
-    if timing is None:
-        return "-"
-    return f"{_number(timing.median)} ms ±{_number(timing.spread / 2)}"
-
-
 def _peak(row: SpeedRow) -> str:
-    if row.total is None:
-        return "-"
-    return "not measured" if row.peak is None else size(row.peak)
+    return memory_text(row.peak, row.total is not None)
 
 
 def _ratios(rows: list[SpeedRow]) -> dict[tuple[str, str, str], str]:
@@ -52,8 +36,7 @@ def _ratios(rows: list[SpeedRow]) -> dict[tuple[str, str, str], str]:
 def print_speed(report: CheckReport) -> None:
     """`check --speed`: the speed table, the training-step table, the notes and any regression."""
     rows = [row for row in report.speed if not row.training]
-    steps = [row for row in report.speed if row.training]
-    ratios = _ratios(list(report.speed))
+    ratios = _ratios(rows)
     if rows:
         repeats = sorted({row.total.repeats for row in rows if row.total is not None})
         runs = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}" if repeats else "0"
@@ -66,37 +49,46 @@ def print_speed(report: CheckReport) -> None:
                 row.kernel,
                 row.case,
                 row.path,
-                _time(row.forward),
-                _time(row.total),
+                timing_text(row.forward),
+                timing_text(row.total),
                 _peak(row),
                 ratios.get((row.kernel, row.case, row.path), "-"),
             )
             for row in rows
         ]
         print_table(("kernel", "case", "path", "forward", "forward+backward", "peak memory", "kernel ÷ path"), table)
-    if steps:
-        click.echo(
-            f"\ntraining step on {report.device}: the same Llama, weights and batch with each attention "
-            "implementation, AdamW; median step time, peak memory and the loss of the last step"
-        )
-        table = [
-            (
-                row.kernel,
-                row.case.removeprefix("training step "),
-                row.path,
-                _time(row.total),
-                _peak(row),
-                "-" if row.loss is None else f"{row.loss:.4f}",
-                ratios.get((row.kernel, row.case, row.path), "-"),
-            )
-            for row in steps
-        ]
-        print_table(("kernel", "model", "attention", "step", "peak memory", "loss", "kernel ÷ path"), table)
+    if report.training is not None:
+        _print_training(report)
     for row in report.speed:
         if row.note:
-            click.secho(f"  {row.kernel} {row.case} {row.path}: not timed: {row.note}", fg="yellow")
+            who = f"{row.label} {row.case}" if row.training else f"{row.kernel} {row.case} {row.path}"
+            click.secho(f"  {who}: not timed: {row.note}", fg="yellow")
     for line in report.regressions:
         click.secho(f"regression: {line}", fg="yellow")
+
+
+def _print_training(report: CheckReport) -> None:
+    """The training step: one row per attention implementation of the same model (the picture `--plot` draws)."""
+    setup = report.training
+    assert setup is not None
+    steps = [row for row in report.speed if row.case == setup.case]
+    sdpa = next((row.total.median for row in steps if row.path == "sdpa" and row.total is not None), None)
+    click.echo(
+        f"\ntraining step on {report.device}: {setup.model} ({setup.architecture}), {setup.dtype}, batch "
+        f"{setup.batch} x {setup.seqlen} tokens, AdamW, the same weights and batch with each attention implementation; "
+        "median step time, peak memory, the loss of the last step, and the step time over sdpa's"
+    )
+    table = [
+        (
+            row.label,
+            timing_text(row.total),
+            _peak(row),
+            "-" if row.loss is None else f"{row.loss:.4f}",
+            f"{row.total.median / sdpa:.2f}x" if sdpa and row.total is not None and row.path != "sdpa" else "-",
+        )
+        for row in steps
+    ]
+    print_table(("attention", "step", "peak memory", "loss", "÷ sdpa"), table)
 
 
 def _result(row: CheckRow | None) -> str:
@@ -125,13 +117,13 @@ def print_upgrade(report: UpgradeReport) -> None:
     print_table(("kernel", "case", "locked", "upgrade", "tolerance"), table)
     timed = []
     for pair in report.pairs:
-        locked = {(r.case, r.path): r for r in report.locked.speed if r.kernel == pair.repo}
+        locked = {(r.case, r.path): r for r in report.locked.speed if r.kernel in (pair.repo, "")}
         for row in report.upgraded.speed:
             old = locked.get((row.case, row.path))
-            if row.kernel != pair.repo or old is None or old.total is None or row.total is None:
+            if row.kernel not in (pair.repo, "") or old is None or old.total is None or row.total is None:
                 continue
             ratio = f"{row.total.median / old.total.median:.2f}x"
-            timed.append((pair.repo, row.case, row.path, _time(old.total), _time(row.total), ratio))
+            timed.append((pair.repo, row.case, row.path, timing_text(old.total), timing_text(row.total), ratio))
     if timed:
         click.echo("\nforward+backward (training step: the whole step), locked build and upgrade, on this machine")
         print_table(("kernel", "case", "path", "locked", "upgrade", "upgrade ÷ locked"), timed)

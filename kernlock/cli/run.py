@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernlock.cli.common import examples, handle_errors, project_option, verbose_option
+from kernlock.cli.common import examples, file_option_value, handle_errors, project_option, verbose_option
 from kernlock.errors import KernlockError
 
 TYPE_CHECKING = False
@@ -115,8 +115,8 @@ def _run_recorded(
 @click.command(
     epilog=examples(
         ("kernlock check", "each locked kernel this machine loads"),
-        ("kernlock check --kernel kernels-community/flash-attn2 --dtype bfloat16", ""),
         ("kernlock check --record", "write kernels.check.toml"),
+        ("kernlock check --speed --plot speed.svg", "speed, and a picture of the training step"),
         page="check.md",
     )
 )
@@ -138,7 +138,23 @@ def _run_recorded(
     type=click.IntRange(min=1),
     metavar="N",
     help="With --speed: a sequence length of the attention cases (repeatable; default 1024 and 4096 on CUDA, 256 on "
-    "CPU); the training step uses the shortest.",
+    "CPU); the training step uses the first.",
+)
+@click.option(
+    "--model",
+    metavar="CONFIG",
+    help="With --speed: the model of the training step, a preset (tiny, small, qwen3-8b-8layers) or a folder holding "
+    "a config.json (random weights, nothing downloaded); default: small on CUDA, tiny on CPU.",
+)
+@click.option(
+    "--batch", type=int, metavar="N", help="With --speed: the training step's batch (default: 8 on CUDA, 2 on CPU)."
+)
+@click.option(
+    "--plot",
+    metavar="FILE",
+    callback=file_option_value,
+    help="With --speed: draw the training step (time and peak memory per attention implementation) into FILE, .svg "
+    "or .png; needs matplotlib (pip install 'kernlock[plot]').",
 )
 @click.option(
     "--upgrade",
@@ -157,6 +173,9 @@ def check(
     dtypes: tuple[str, ...],
     speed: bool,
     seqlens: tuple[int, ...],
+    model: str | None,
+    batch: int | None,
+    plot: Path | None,
     upgrade: bool,
     to: str | None,
     project_dir: Path | None,
@@ -171,12 +190,16 @@ def check(
 
     if seqlens and not speed:
         raise click.UsageError("--seqlen goes with --speed.")
+    if (model is not None or batch is not None or plot is not None) and not speed:
+        raise click.UsageError("--model, --batch and --plot go with --speed.")
     if to is not None and not upgrade:
         raise click.UsageError("--to goes with --upgrade (and one --kernel).")
     chosen, lengths = list(dtypes) or None, list(seqlens) or None
     if upgrade:
         from kernlock.commands import upgrade_check
 
+        if model is not None or batch is not None or plot is not None:
+            raise click.UsageError("--model, --batch and --plot go with `check --speed`, not with --upgrade.")
         result = upgrade_check.check_upgrade(
             project_dir, list(kernels) or None, to, chosen, speed=speed, seqlens=lengths, record=record
         )
@@ -193,7 +216,17 @@ def check(
         return
     from kernlock.commands import check as checking
 
-    report = checking.check(project_dir, list(kernels) or None, chosen, record, speed=speed, seqlens=lengths)
+    report = checking.check(
+        project_dir,
+        list(kernels) or None,
+        chosen,
+        record,
+        speed=speed,
+        seqlens=lengths,
+        model=model,
+        batch=batch,
+        plot=plot,
+    )
     if as_json:
         import json
 
@@ -201,8 +234,9 @@ def check(
     else:
         output_check.print_check(report)
         output_check.print_speed(report)
-        if report.recorded is not None:
-            click.echo(f"wrote {report.recorded}")
+        for written in (report.recorded, report.plotted):
+            if written is not None:
+                click.echo(f"wrote {written}")
     if not report.ok:
         sys.exit(1)
 

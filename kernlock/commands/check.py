@@ -5,10 +5,12 @@ Every locked entry of this environment is first verified in the cache (:func:`ke
 not synced is an error naming `kernlock sync`, so no request is made), then loaded exactly as activation loads it
 (kernlock activated in this process with the project's lock, strict mode) and compared with the torch path it
 replaces (:mod:`kernlock.commands.parity`) on this machine's device. ``speed`` also times it against that path
-(:mod:`kernlock.commands.speed`, :mod:`kernlock.commands.training`) and compares the figures with those recorded
-for the build it replaced (:mod:`kernlock.commands.regression`). ``record`` writes the results to
-``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check_report`), keyed by commit, variant and
-environment. `check --upgrade` is :mod:`kernlock.commands.upgrade_check`.
+(:mod:`kernlock.commands.speed`), trains one model with eager, sdpa and every locked attention kernel
+(:mod:`kernlock.commands.training`; ``model``, ``batch``: :mod:`kernlock.commands.training_models`), draws that
+comparison with ``plot`` (:mod:`kernlock.commands.speed_plot`) and compares the figures with those recorded for the
+build it replaced (:mod:`kernlock.commands.regression`). ``record`` writes the results to ``kernels.check.toml``
+beside the lock (:mod:`kernlock.commands.check_report`), keyed by commit, variant and environment. `check --upgrade`
+is :mod:`kernlock.commands.upgrade_check`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ def check(
     record: bool = False,
     speed: bool = False,
     seqlens: list[int] | None = None,
+    *,
+    model: str | None = None,
+    batch: int | None = None,
+    plot: Path | None = None,
 ) -> CheckReport:
     """Check every locked kernel of this environment (``kernels``: only these repos); see the module."""
     from dataclasses import replace
@@ -62,11 +68,27 @@ def check(
     from kernlock.environments.environment import detect
     from kernlock.project import inputs as projects
 
+    if plot is not None:
+        from kernlock.commands import speed_plot
+
+        if not speed:
+            raise ProjectError("--plot draws the training step of --speed: add --speed.")
+        speed_plot.prepare(plot)  # a wrong suffix or no matplotlib: said before anything runs
     project = projects.load(projects.locate(root))
     lock = locking.read_lock(project)
     environment = str(detect())
     entries = entries_here(lock, environment, kernels)
-    report = check_lock(project.lockfile, entries, environment, dtypes, speed=speed, seqlens=seqlens)
+    report = check_lock(
+        project.lockfile,
+        entries,
+        environment,
+        dtypes,
+        speed=speed,
+        seqlens=seqlens,
+        model=model,
+        batch=batch,
+        train=plot is not None,
+    )
     if speed:
         from kernlock.commands import regression
 
@@ -74,6 +96,8 @@ def check(
         report = replace(report, regressions=tuple(regression.regressions(recorded, report)))
     if record:
         report = replace(report, recorded=check_report.write(project.lockfile.parent, report))
+    if plot is not None:
+        report = replace(report, plotted=speed_plot.draw(report, plot))
     return report
 
 
@@ -85,11 +109,15 @@ def check_lock(
     *,
     speed: bool = False,
     seqlens: list[int] | None = None,
+    model: str | None = None,
+    batch: int | None = None,
+    train: bool = False,
 ) -> CheckReport:
-    """Verify, load (activated with ``lockfile``) and check ``entries``: the work of :func:`check` for one lock."""
+    """Verify, load (activated with ``lockfile``) and check ``entries``: the work of :func:`check` for one lock.
+    ``train``: run the training step (eager and sdpa) even when no attention kernel is checked."""
     from dataclasses import replace
 
-    from kernlock.commands import parity
+    from kernlock.commands import parity, training_models
     from kernlock.runtime import activation as runtime
     from kernlock.sync.integrity import check_variant
 
@@ -107,6 +135,7 @@ def check_lock(
             raise ProjectError(f"--dtype {dtype}: use one of {', '.join(parity.TOLERANCES)}.")
     if seqlens is not None and any(n < 1 for n in seqlens):
         raise ProjectError("--seqlen takes a positive number of tokens.")
+    trained = training_models.choose(model, batch, device) if speed else None  # a bad --model: said before timing
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     runtime.activate(lockfile=lockfile, mode="strict")
@@ -114,6 +143,7 @@ def check_lock(
 
     rows: list[CheckRow] = []
     timed: list[SpeedRow] = []
+    attention: list[Base] = []  # the locked attention kernels, trained beside eager and sdpa
     for entry, variant, _path in verified.values():
         base = {"kernel": entry.repo, "commit": entry.commit, "variant": variant.name}
         try:
@@ -159,13 +189,20 @@ def check_lock(
             rows.append(replace(row, note=case.note))
         if speed:
             build: Base = {"kernel": entry.repo, "commit": entry.commit, "variant": variant.name}
-            timed += _speed(entry.repo, module, found, build, device, dtypes, seqlens)
+            timed += _speed(module, found, build, device, dtypes, seqlens)
+            attention += [build] if "attention" in found else []
+    setup = None
+    if trained is not None and (attention or train):
+        from kernlock.commands.speed import SEQLENS, speed_dtypes
+        from kernlock.commands.training import training_speed
+
+        setup = trained.setup((seqlens or SEQLENS[device])[0], speed_dtypes(device, dtypes)[0])
+        timed += training_speed(attention, trained, setup, device)
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    return CheckReport(environment=environment, device=name, rows=tuple(rows), speed=tuple(timed))
+    return CheckReport(environment=environment, device=name, rows=tuple(rows), speed=tuple(timed), training=setup)
 
 
 def _speed(
-    repo: str,
     module: ModuleType,
     found: list[str],
     base: Base,
@@ -173,16 +210,14 @@ def _speed(
     dtypes: list[str] | None,
     seqlens: list[int] | None,
 ) -> list[SpeedRow]:
-    """`--speed`'s rows for one loaded kernel: its attention or layers against their torch paths, and the training
-    step of an attention kernel."""
-    from kernlock.commands import speed, training
+    """`--speed`'s rows for one loaded kernel: its attention or layers against their torch paths."""
+    from kernlock.commands import speed
 
     chosen = speed.speed_dtypes(device, dtypes)
     lengths = list(seqlens or speed.SEQLENS[device])
     rows: list[SpeedRow] = []
     if "attention" in found:
         rows += speed.attention_speed(module, base, device, chosen, lengths)
-        rows += training.training_speed(repo, base, device, chosen[0], min(lengths))
     if "layers" in found:
         rows += speed.layer_speed(module, base, device, chosen)
     return rows

@@ -5,8 +5,8 @@ Its own file beside the lock (the lock stays machine-independent). One ``[[check
 variant, environment, device): a new result for the same key replaces the old one, every other entry is kept, so
 a team sees which environments were checked on which hardware. Entries are sorted: the same results give the same
 bytes. A file that does not read as such tables is refused with its name, never overwritten. `--speed` figures go
-into the same table (``speed``, with the date they were taken, ``speed-recorded``); a record without `--speed`
-keeps the figures already there for that key.
+into the same table (``speed``, with the date they were taken, ``speed-recorded``; a kernel's training step with the
+eager and sdpa rows it was compared with); a record without `--speed` keeps the figures already there for that key.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kernlock.lock.check_results import FILE_NAME, read
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.commands.speed import SpeedRow
+    from kernlock.commands.training_models import Setup
 
 __all__ = ["FILE_NAME", "CheckReport", "CheckRow", "read", "write"]
 
@@ -77,6 +78,8 @@ class CheckReport:
     recorded: Path | None = None
     speed: tuple[SpeedRow, ...] = ()  # `--speed`: every path of every speed case and of the training step
     regressions: tuple[str, ...] = ()  # `--speed`: slower than the recorded figures of the build it replaced
+    training: Setup | None = None  # `--speed`: what the training step trained (model, batch, seqlen, dtype)
+    plotted: Path | None = None  # `--plot`: the picture written
 
     @property
     def ok(self) -> bool:
@@ -90,12 +93,15 @@ class CheckReport:
             "rows": [row.as_dict() for row in self.rows],
             "speed": [row.as_dict() for row in self.speed],
             "regressions": list(self.regressions),
+            "training": self.training.as_dict() if self.training else None,
             "recorded": str(self.recorded) if self.recorded else None,
+            "plot": str(self.plotted) if self.plotted else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckReport:
         from kernlock.commands.speed import SpeedRow
+        from kernlock.commands.training_models import Setup
 
         return cls(
             environment=data["environment"],
@@ -103,6 +109,7 @@ class CheckReport:
             rows=tuple(CheckRow.from_dict(row) for row in data["rows"]),
             speed=tuple(SpeedRow.from_dict(row) for row in data.get("speed", [])),
             regressions=tuple(data.get("regressions", [])),
+            training=Setup.from_dict(data["training"]) if data.get("training") else None,
         )
 
 
@@ -118,6 +125,7 @@ def write(folder: Path, report: CheckReport) -> Path:
     timed: dict[tuple[str, str, str], list[SpeedRow]] = {}
     for speed_row in report.speed:
         timed.setdefault((speed_row.kernel, speed_row.commit, speed_row.variant), []).append(speed_row)
+    shared = timed.pop(("", "", ""), [])  # the training step's eager and sdpa: kept with each kernel it timed
     for (repo, commit, variant), rows in by_build.items():
         cases = []
         for row in rows:
@@ -143,8 +151,10 @@ def write(folder: Path, report: CheckReport) -> Path:
         entry["cases"] = cases
         key = check_results.key_of(entry)
         if (repo, commit, variant) in timed:
+            own = timed[(repo, commit, variant)]
+            beside = [row for row in shared if row.case in {mine.case for mine in own}]
             entry["speed-recorded"] = _today()
-            entry["speed"] = [_figures(row) for row in timed[(repo, commit, variant)]]
+            entry["speed"] = [_figures(row) for row in [*own, *beside]]
         elif key in entries and "speed" in entries[key]:  # a record without --speed keeps the figures
             entry["speed-recorded"] = entries[key].get("speed-recorded", "")
             entry["speed"] = entries[key]["speed"]

@@ -60,8 +60,8 @@ def _reference(case: str) -> str:
 
 
 def figures(report: CheckReport, repo: str) -> Figures:
-    """The measured figures of ``repo`` in ``report``."""
-    return {(r.case, r.path): r.total.median for r in report.speed if r.kernel == repo and r.total is not None}
+    """The measured figures of ``repo`` in ``report`` (with the training step's eager and sdpa, which name none)."""
+    return {(r.case, r.path): r.total.median for r in report.speed if r.kernel in (repo, "") and r.total is not None}
 
 
 def _recorded(entry: dict[str, Any]) -> Figures:
@@ -92,7 +92,7 @@ def regressions(recorded: list[dict[str, Any]], report: CheckReport) -> list[str
     """One line per kernel whose figures are :data:`THRESHOLD` or more slower than the build it replaced."""
     refs = {(row.kernel, row.commit): row.ref for row in report.rows}
     lines = []
-    for repo, commit in sorted({(row.kernel, row.commit) for row in report.speed}):
+    for repo, commit in sorted({(row.kernel, row.commit) for row in report.speed if row.kernel}):
         before = [
             e
             for e in recorded

@@ -6,7 +6,7 @@
   grouped-query (GQA) attention at shapes that resemble training (:data:`ATTENTION_SHAPES`).
 * A **layer kernel**: each layer whose reference is known, bound to the module it replaces (as ``kernelize`` runs
   it), against that module, at a training-sized hidden state (:data:`LAYER_SIZES`).
-* The **training step** of a small Llama with each attention implementation: :mod:`kernlock.commands.training`.
+* The **training step** of one model with each attention implementation: :mod:`kernlock.commands.training`.
 
 Each case reports the forward and the forward+backward time (median and spread, :mod:`kernlock.commands.timing`)
 and peak memory (CUDA only). A path that raises (a dtype the kernel refuses, out of memory) is reported with its
@@ -56,7 +56,8 @@ class Base(TypedDict):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SpeedRow:
-    """One path of one speed case (``path``: ``kernel``, ``sdpa``, ``eager`` or ``torch``), or of the training step."""
+    """One path of one speed case (``path``: ``kernel``, ``sdpa``, ``eager`` or ``torch``), or of the training step
+    (whose ``eager`` and ``sdpa`` rows name no build: ``kernel`` is empty)."""
 
     kernel: str
     commit: str
@@ -72,6 +73,11 @@ class SpeedRow:
     @property
     def training(self) -> bool:
         return self.case.startswith("training step")
+
+    @property
+    def label(self) -> str:
+        """A training step's implementation: ``eager``, ``sdpa`` or the locked build, ``repo@commit`` (8 digits)."""
+        return f"{self.kernel}@{self.commit[:8]}" if self.path == "kernel" else self.path
 
     def as_dict(self) -> dict[str, Any]:
         total = self.total.as_dict() if self.total else None

@@ -9,6 +9,8 @@
 * The figure is the **median**, with the interquartile range as its spread; never a pass/fail by absolute time.
 * Peak memory is ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, one separate call per path
   (inputs included, the same for every path); on the CPU it is not measured (None), never guessed.
+
+The figures are shown as :func:`timing_text` and :func:`memory_text` write them, in the tables and the picture alike.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ __all__ = [
     "MIN_REPEATS",
     "WARMUP",
     "Timing",
+    "figure",
     "measure",
+    "memory_text",
     "peak_memory",
     "read_peak",
     "reset_peak",
     "synchronize",
+    "timing_text",
 ]
 
 #: Warm-up calls of each path before any timing.
@@ -70,6 +75,27 @@ class Timing:
     def from_dict(cls, data: dict[str, Any]) -> Timing:
         median, spread = float(data["median-ms"]), float(data.get("iqr-ms", 0.0))
         return cls(median=median, q1=median - spread / 2, q3=median + spread / 2, repeats=int(data.get("repeats", 0)))
+
+
+def figure(value: float) -> str:
+    """Three significant digits, never an exponent: ``0.412``, ``4.12``, ``41.2``, ``412`` (``4120``)."""
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def timing_text(timing: Timing | None) -> str:
+    """``12.3 ms ±0.41``: the median and half the interquartile range; ``-`` when not timed."""
+    if timing is None:
+        return "-"
+    return f"{figure(timing.median)} ms ±{figure(timing.spread / 2)}"
+
+
+def memory_text(peak: int | None, timed: bool) -> str:
+    """``1234 MiB`` of a timed path; ``not measured`` (the CPU) or ``-`` (not timed)."""
+    if not timed:
+        return "-"
+    return "not measured" if peak is None else f"{figure(peak / 2**20)} MiB"
 
 
 def synchronize(device: str) -> None:
