@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kernlock.cli.common import examples, handle_errors, project_option, verbose_option
+from kernlock.cli.common import Command, examples, handle_errors, project_option, verbose_option
 from kernlock.cli.common import file_option_value as _file
 from kernlock.cli.common import folder_option_value as _folder
 
@@ -14,11 +14,12 @@ __all__ = ["bundle", "serve"]
 
 
 @click.command(
+    cls=Command,
     epilog=examples(
         ("kernlock bundle -o kernels.tar", "every environment of the lock"),
         ("kernlock bundle -o cuda.tar --environment torch211-cxx11-cu128-x86_64-linux", ""),
         page="airgap.md",
-    )
+    ),
 )
 @click.option("-o", "--output", "out", required=True, metavar="FILE", callback=_file, help="The bundle to write.")
 @click.option(
@@ -43,11 +44,12 @@ def bundle(out: Path, environments: tuple[str, ...], project_dir: Path | None) -
 
 
 @click.command(
+    cls=Command,
     epilog=examples(
         ("kernlock serve --from kernels.tar --host 0.0.0.0 --port 8080", "HF_ENDPOINT=http://HOST:8080"),
         ("kernlock serve --cache /shared/hf-cache", "from a synced cache"),
         page="airgap.md#3b-or-one-mirror-for-the-fleet",
-    )
+    ),
 )
 @click.option(
     "--from", "from_bundle", metavar="FILE", callback=_file, help="Serve a bundle (with its own kernels.lock)."

@@ -7,7 +7,7 @@ import sys
 import click
 
 from kernlock._version import __version__
-from kernlock.cli.common import examples, handle_errors, mark_verbose, project_option, verbose_option
+from kernlock.cli.common import Group, examples, handle_errors, mark_verbose, project_option, verbose_option
 from kernlock.cli.common import file_option_value as _file
 from kernlock.cli.run import check, run
 from kernlock.errors import DuplicateSpecError
@@ -49,6 +49,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
 
 @click.group(
+    cls=Group,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=examples(
         ("kernlock add kernels-community/flash-attn2", "lock it everywhere, download it here"),
@@ -384,8 +385,8 @@ from kernlock.cli.airgap import bundle, serve  # noqa: E402  (their own module: 
 from kernlock.cli.environments import environments  # noqa: E402
 from kernlock.cli.interop import export, import_  # noqa: E402
 
-for _command in (import_, export, bundle, serve, environments):
-    main.add_command(_command)
+for _own in (import_, export, bundle, serve, environments):
+    main.add_command(_own)
 
 from kernlock.cli.hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOCS_URL",
+    "Command",
+    "Group",
     "docs",
     "examples",
     "file_option_value",
@@ -38,6 +40,42 @@ DOCS_URL = "https://github.com/kernlock/kernlock/blob/main/docs/"
 _VERBOSE = "kernlock.verbose"
 #: What makes a process that kernlock runs or activates show tracebacks (kernlock.runtime.excepthook.DEBUG).
 _DEBUG = "KERNLOCK_DEBUG"
+
+
+def _show_help(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(ctx.get_help(), color=ctx.color)
+        ctx.exit()
+
+
+class _PlainHelp:
+    """click's ``-h``/``--help`` option, made without click's gettext call: click translates its help text while
+    each command parses its arguments, and gettext imports ``locale`` to look for translations (~1 ms of every
+    command; kernlock's texts are English only). The same option, from click's public API."""
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        names = self.get_help_option_names(ctx)  # type: ignore[attr-defined]
+        if not names or not self.add_help_option:  # type: ignore[attr-defined]
+            return None
+        option: click.Option | None = self.__dict__.get("_plain_help")
+        if option is None:
+            option = click.Option(
+                [*names, "_plain_help"], is_flag=True, is_eager=True, expose_value=False, callback=_show_help,
+                help="Show this message and exit.",
+            )  # fmt: skip
+            self.__dict__["_plain_help"] = option
+        return option
+
+
+class Command(_PlainHelp, click.Command):
+    """Every kernlock command (``@click.command(cls=Command)``; a :class:`Group`'s commands are made so)."""
+
+
+class Group(_PlainHelp, click.Group):
+    """kernlock's command groups: their commands are :class:`Command`, their subgroups of this class."""
+
+    command_class = Command
+    group_class = type
 
 
 def docs(page: str) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kernlock.cli.common import examples, handle_errors, project_option, verbose_option
+from kernlock.cli.common import Command, examples, handle_errors, project_option, verbose_option
 from kernlock.util.wording import count
 
 if TYPE_CHECKING:
@@ -18,11 +18,12 @@ __all__ = ["environments", "print_environments"]
 
 
 @click.command(
+    cls=Command,
     epilog=examples(
         ("kernlock environments", "the project's kernels"),
         ("kernlock environments kernels-community/flash-attn2@v4", ""),
         page="pyproject.md#environments",
-    )
+    ),
 )
 @click.argument("specs", nargs=-1, metavar="[SPEC]...")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

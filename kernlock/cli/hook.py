@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from kernlock.cli.common import examples, verbose_option
+from kernlock.cli.common import Group, examples, verbose_option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,11 +29,12 @@ def python_option(what: str) -> Callable[[Any], Any]:
 
 
 @click.group(
+    cls=Group,
     epilog=examples(
         ("kernlock hook install --lockfile /shared/proj/kernels.lock", "srun --export=NONE"),
         ("kernlock hook status", ""),
         page=_PAGE,
-    )
+    ),
 )
 def hook() -> None:
     """Bind a Python environment to a lock with a .pth startup hook.

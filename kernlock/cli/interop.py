@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kernlock.cli.common import examples, handle_errors, project_option, verbose_option
+from kernlock.cli.common import Command, examples, handle_errors, project_option, verbose_option
 from kernlock.cli.common import file_option_value as _file
 from kernlock.util.wording import count
 
@@ -15,6 +15,7 @@ __all__ = ["export", "import_"]
 
 @click.command(
     "import",
+    cls=Command,
     epilog=examples(
         ("kernlock import", "its commits kept"),
         ("kernlock import --trust", "also untrusted publishers"),
@@ -37,11 +38,12 @@ def import_(trust: bool, project_dir: Path | None) -> None:
 
 
 @click.command(
+    cls=Command,
     epilog=examples(
         ("kernlock export --format kernels -o kernels.json", "for load_kernel"),
         ("kernlock export --format kernels -o cpu.json --environment torch213-cxx11-cpu-x86_64-linux", ""),
         page="migrating.md#exporting-for-load_kernel--get_locked_kernel",
-    )
+    ),
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["kernels"]), required=True, help="kernels: the kernels library's JSON lock."

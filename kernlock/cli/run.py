@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kernlock.cli.common import examples, file_option_value, handle_errors, project_option, verbose_option
+from kernlock.cli.common import Command, examples, file_option_value, handle_errors, project_option, verbose_option
 from kernlock.errors import KernlockError
 
 TYPE_CHECKING = False
@@ -18,6 +18,7 @@ __all__ = ["check", "run"]
 
 
 @click.command(
+    cls=Command,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
     epilog=examples(
         ("kernlock run -- python train.py", "its kernel loads come from kernels.lock"),
@@ -113,12 +114,13 @@ def _run_recorded(
 
 
 @click.command(
+    cls=Command,
     epilog=examples(
         ("kernlock check", "each locked kernel this machine loads"),
         ("kernlock check --record", "write kernels.check.toml"),
         ("kernlock check --speed --plot speed.svg", "speed, and a picture of the training step"),
         page="check.md",
-    )
+    ),
 )
 @click.option("--kernel", "kernels", multiple=True, metavar="NAME", help="Check only this locked kernel (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
