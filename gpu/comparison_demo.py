@@ -2,7 +2,8 @@
 
 1. Builds the Triton FlashAttention build (gpu/build_triton_kernel.py) for this machine and serves it as
    `kernels-community/flash-attn2` v2 (with a CPU build) from the local Hub, unsigned (the image has no sigstore).
-2. Locks v2 for this machine, syncs, and runs, with no Hub request,
+2. Locks v2 for this machine, syncs, and runs, with no Hub request, `kernlock check` (every parity case, float32
+   and bfloat16: it must pass; `--parity-only` stops here), then
    `kernlock check --speed --model qwen3-8b-8layers --batch 8 --seqlen 2048 --dtype bfloat16 --plot ... --json`:
    the parity cases of the locked build, its attention speed against sdpa and eager, and one training step of a
    Qwen3-8B-shaped model cut to 8 layers with eager, sdpa and the locked build; the picture and the JSON go to OUT.
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seqlen", type=int, default=2048)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--parity-only", action="store_true", help="stop after `kernlock check` (step 2's parity)")
     args = parser.parse_args()
     out = args.out or Path(os.environ.get("OUT") or "comparison-out")
     out.mkdir(parents=True, exist_ok=True)
@@ -111,6 +113,16 @@ def main() -> None:
             )
             print(session.kernlock("lock"), session.kernlock("sync"), sep="", flush=True)
             server.log.clear()
+            parity = session.run("-m", "kernlock", "check", check=False)  # every case, float32 and bfloat16
+            print(parity.stdout, parity.stderr[-3000:], sep="", flush=True)
+            (out / "parity.md").write_text(f"$ kernlock check\n\n{parity.stdout}\nexit {parity.returncode}\n")
+            if parity.returncode != 0:
+                failures.append(f"kernlock check exited {parity.returncode}: a parity case failed")
+            if args.parity_only:
+                requests = len(server.log)
+                failures += [f"the check made {requests} Hub request(s)"] if requests else []
+                print("FAILED:\n- " + "\n- ".join(failures) if failures else "all checks passed")
+                sys.exit(1 if failures else 0)
             argv = ["check", *speed, "--plot", str(out / "comparison.svg"), "--json"]
             check = session.run("-m", "kernlock", *argv, check=False)
             requests = len(server.log)

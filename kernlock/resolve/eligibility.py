@@ -3,7 +3,8 @@
 The loader first chooses a variant by name (:mod:`kernlock.variants.grammar`), then validates that one build: its
 ``metadata.json`` must cover the GPU's compute capability (``backend.archs``; kernels' ``archs.py``) and its
 ``kernels-minver`` must not exceed the installed loader (kernels' ``MinverValidator``); a ZIP build
-(``"build-layout": "zip"``) loads with kernels 0.19+ only. It never falls back to another variant, so a build that
+(``"build-layout": "zip"``) loads with kernels 0.19+ only. A build without ``metadata.json`` loads on no loader
+kernlock knows (kernels 0.15 on read it for every build). It never falls back to another variant, so a build that
 fails makes the whole version unusable on that environment. Free-threaded CPython < 3.15 is part of the rule itself
 (no arch build is chosen). This module copies those checks so that ``kernlock lock`` refuses at lock time what would
 fail at load time.
@@ -12,6 +13,7 @@ fail at load time.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from packaging.version import InvalidVersion, Version
 
@@ -23,6 +25,7 @@ __all__ = [
     "ZIP_LOADERS",
     "cuda_arch_supports",
     "no_build_reason",
+    "no_metadata_reason",
     "refusal",
     "supports_capability",
 ]
@@ -90,6 +93,14 @@ def refusal(env: Environment, name: str, metadata: object, where: str) -> str | 
     if env.kernels is not None and metadata.get("build-layout") == "zip" and env.kernels.release < ZIP_LOADERS:
         return f"declares kernels {env.kernels}, but its build {name} is a ZIP build, which kernels 0.19+ loads"
     return None
+
+
+def no_metadata_reason(name: str, paths: Iterable[str]) -> str | None:
+    """Why build ``name`` loads nowhere when its files' ``paths`` hold no metadata.json: every kernels release
+    kernlock knows (0.15 on) reads it to load a build (older Hub builds have none)."""
+    if "metadata.json" in paths:
+        return None
+    return f"its build {name} has no metadata.json, which every kernels release (0.15 on) reads to load a build"
 
 
 def no_build_reason(env: Environment) -> str:

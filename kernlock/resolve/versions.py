@@ -49,11 +49,14 @@ def refusals(
     hub: Hub, repo: str, commit: str, tree: dict[str, tuple[LockedFile, ...]], chosen: dict[Environment, str | None]
 ) -> dict[Environment, str]:
     """Why each environment cannot use this commit (no build, or the loader would refuse the build it chooses:
-    a missing compute capability, a ``kernels-minver`` above the declared loader); empty when all can."""
+    no metadata.json, a missing compute capability, a ``kernels-minver`` above the declared loader); empty when all
+    can."""
     found = {}
     for env, name in sorted(chosen.items(), key=lambda item: item[0].name):
         if name is None:
             found[env] = eligibility.no_build_reason(env)
+        elif (missing := eligibility.no_metadata_reason(name, [f.path for f in tree[name]])) is not None:
+            found[env] = missing
         elif env.kernels is not None or env.extras.cuda_capabilities:
             metadata = read_metadata(hub, repo, commit, name, tree)
             reason = eligibility.refusal(env, name, metadata, f"{repo}@{commit[:12]} build/{name}/metadata.json")

@@ -4,7 +4,9 @@ kernels 0.19 brought two things older loaders cannot read: build names in its ne
 (``torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux``, SDK and MLX builds; their ``parse_variant`` misreads or rejects
 them) and the ZIP build layout (``"build-layout": "zip"`` in metadata.json: the package is one ``{id}.zip``, and an
 older loader finds no ``__init__.py``). A lock made by kernels 0.19's rule may hold either; under kernels < 0.19
-:func:`check` refuses such a build with the one line that names the fix, before the loader fails on it.
+:func:`check` refuses such a build with the one line that names the fix, before the loader fails on it. A build
+without metadata.json (older Hub builds; a lock made before kernlock refused them) loads on no kernels release
+0.15 on: refused the same way, whatever kernels is installed.
 
 Cheap, for a locked load imports it: names are told apart by their words, not by the variant grammar (the tests
 hold :func:`new_name` to :func:`kernlock.variants.grammar.legacy`), and metadata.json is read only under an older
@@ -65,14 +67,20 @@ def zip_build(variant: LockedVariant, path: Path) -> bool:
 
 
 def check(entry: LockedKernel, variant: LockedVariant, path: Path, environment: str) -> None:
-    """ActivationError when the installed kernels is older than 0.19 and the locked build (verified at ``path``) is
-    one only 0.19+ loads; nothing otherwise."""
+    """ActivationError when no kernels can load the locked build (verified at ``path``: it has no metadata.json),
+    or when the installed kernels is older than 0.19 and the build is one only 0.19+ loads; nothing otherwise."""
+    build = f"{entry.repo} {variant.name} (commit {entry.commit[:12]})"
+    if not any(f.path == "metadata.json" for f in variant.files):
+        raise ActivationError(
+            f"{build} has no metadata.json, which kernels reads to load any build (every release since 0.15). "
+            f"Lock a revision whose builds have one: `kernlock add {entry.repo}@<rev>` (`kernlock outdated` lists "
+            "the newer ones); `kernlock lock` now refuses such builds."
+        )
     version = loader_version()
     if reads_0_19_builds(version):
         return
     from kernlock.generations.supported import INSTALL_PAIR
 
-    build = f"{entry.repo} {variant.name} (commit {entry.commit[:12]})"
     declare = f'{{ name = "{environment}", kernels = "{version}" }}'
     if new_name(variant.name):
         raise ActivationError(
