@@ -18,9 +18,16 @@ from processes import CHILD_HELPERS, CHILD_PRELUDE, Child
 from kernlock.hub.client import Hub
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
-from kernlock.testing import Catalog, HubServer, create_kernel_repo, read_identity
+from kernlock.testing import CPU_VARIANT, Catalog, HubServer, KernelRepo, create_kernel_repo, read_identity
 
 CPU_ENV = "torch213-cxx11-cpu-x86_64-linux"
+
+
+def strip_metadata(repo: KernelRepo, branch: str) -> str:
+    """Commit on ``branch`` the removal of its CPU build's metadata.json (and its signature), as older Hub builds
+    are: no kernels release loads it. The new head sha."""
+    folder = f"build/{CPU_VARIANT}"
+    return repo.delete_files(branch, [f"{folder}/metadata.json", f"{folder}/metadata.json.sigstore"])
 
 
 def locked_offline(root: Path, project: Path, env: dict[str, str]) -> LockedProject:

@@ -2,10 +2,9 @@
 
 Every kernels release kernlock knows (0.15 on) reads a build's metadata.json to load it, so a build without one
 (older Hub builds) fails at load with a raw ``OSError`` ("Failed to open .../metadata.json"), plain kernels or not.
-Under kernlock:
+`kernlock lock` refuses such a build for every environment (tests/functional/test_lock_metadata.py); here, with
+the loader each matrix set installs:
 
-* `kernlock lock` refuses such a build for every environment (its loader declared or not), in one line naming the
-  build and the missing file, and `kernlock add` without a revision skips that version for one whose build has one;
 * a lock that holds one anyway (made before kernlock refused them; here: the good lock with the bad build's commit
   and files put in) stops every activated load of it with one line naming the fix, no traceback, whatever kernels
   is installed.
@@ -15,32 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from cli import assert_clean_error, run_cli
+from cli import run_cli
 from envs import user_env_for
-from projects import CPU_ENV, LockedProject
+from projects import CPU_ENV, LockedProject, strip_metadata, write_pyproject
 
 from kernlock.lock import file as lockfile
-from kernlock.testing import CPU_VARIANT, HubServer, KernelRepo, create_kernel_repo
+from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo
 
 pytestmark = pytest.mark.subprocess
 
 BARE = "kernels-community/bare"
-
-
-def _pyproject(project: Path, environment: str, kernels: str) -> None:
-    (project / "pyproject.toml").write_text(
-        f'[project]\nname = "demo"\nversion = "0.1.0"\n\n[tool.kernlock]\nenvironments = [{environment}]\n\n'
-        f"[tool.kernlock.kernels]\n{kernels}"
-    )
-
-
-def _strip(repo: KernelRepo, branch: str) -> str:
-    """Commit on ``branch`` the removal of its CPU build's metadata.json (and its signature); the new head sha."""
-    folder = f"build/{CPU_VARIANT}"
-    return repo.delete_files(branch, [f"{folder}/metadata.json", f"{folder}/metadata.json.sigstore"])
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +37,11 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedProject]:
     repo = create_kernel_repo(base / "hub", BARE, {"v1": [CPU_VARIANT]})
     project = base / "project"
     project.mkdir()
-    _pyproject(project, f'"{CPU_ENV}"', f'"{BARE}" = "v1"\n')
+    write_pyproject(project, f'"{BARE}" = "v1"\n', [CPU_ENV])
     with HubServer(base / "hub") as server:
         env = user_env_for(base, server)
         assert run_cli("lock", "--project", str(project), env=env).returncode == 0
-        stripped = _strip(repo, "v1")
+        stripped = strip_metadata(repo, "v1")
         lock = lockfile.read(project / "kernels.lock")
         ((entry,), (variant,)) = lock.kernels, lock.kernels[0].variants
         files = tuple(f for f in variant.files if not f.path.startswith("metadata.json"))
@@ -94,24 +79,3 @@ def test_every_loader_refuses_a_locked_build_without_metadata_in_one_line(bare: 
     assert f"kernlock add {BARE}@" in seen[0][1], seen
     assert "Traceback" not in child.stderr, child.stderr[-3000:]
     assert child.error_line().startswith("kernlock: error:") and "has no metadata.json" in child.error_line()
-
-
-def test_lock_refuses_a_build_without_metadata_for_every_environment(tmp_path: Path) -> None:
-    """v2 (its build without metadata.json) asked for: refused in one line naming the build and the file, for an
-    undeclared loader and for kernels 0.17.2 alike (which cannot load it either); `kernlock add` without a revision
-    skips v2 for v1, whose build has one."""
-    repo = create_kernel_repo(tmp_path / "hub", BARE, {"v1": [CPU_VARIANT], "v2": [CPU_VARIANT]})
-    _strip(repo, "v2")
-    project = tmp_path / "project"
-    project.mkdir()
-    with HubServer(tmp_path / "hub") as server:
-        env = user_env_for(tmp_path, server)
-        for environment in (f'"{CPU_ENV}"', f'{{ name = "{CPU_ENV}", kernels = "0.17.2" }}'):
-            _pyproject(project, environment, f'"{BARE}" = "v2"\n')
-            refused = run_cli("lock", "--project", str(project), env=env)
-            assert_clean_error(refused, BARE, CPU_VARIANT, "has no metadata.json")
-            assert not (project / "kernels.lock").exists()
-        _pyproject(project, f'"{CPU_ENV}"', "")
-        added = run_cli("add", BARE, "--no-sync", "--project", str(project), env=env)
-        assert added.returncode == 0, added.stderr
-        assert lockfile.read(project / "kernels.lock").kernels[0].requested == "v1"
