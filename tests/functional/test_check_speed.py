@@ -113,8 +113,15 @@ def test_speed_shows_the_slow_build_slower_and_a_regression_against_the_recorded
     assert abs(losses["kernel"] - losses["sdpa"]) < 1e-3, losses  # the same weights, data and (right) math
     [line] = report["regressions"]  # slower than the right build v1, recorded on this machine
     print(line)
-    match = re.fullmatch(rf"{re.escape(repo)} v2 \w{{8}} is ([\d.]+)x slower than v1 \w{{8}} on cpu, recorded .+", line)
-    assert match and float(match.group(1)) > 2.5, line
+    match = re.fullmatch(
+        rf"{re.escape(repo)} v2 \w{{8}} is ([\d.]+)x slower than v1 \w{{8}} on cpu, recorded .+; sdpa on the same "
+        r"shapes ([\d.]+)x\)",
+        line,
+    )
+    assert match, line
+    # v2 does 8x v1's work; the machine's own speed may have changed between the two runs (a busy CI host: sdpa's
+    # ratio says by how much), so the slowdown is judged against it, as the line lets a reader judge it.
+    assert float(match.group(1)) / float(match.group(2)) > 2.5, line
 
 
 @pytest.mark.slow
