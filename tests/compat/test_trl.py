@@ -30,13 +30,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli import run_cli
 from envs import user_env_for
 from processes import install_probe, read_probes
-from projects import CPU_ENV, LockedProject, write_pyproject
+from projects import CPU_ENV, LockedProject, locked_offline, write_pyproject
 
 from kernlock.lock import file as lockfile
-from kernlock.testing import CPU_VARIANT, HubServer, create_kernel_repo, set_org_trust
+from kernlock.testing import CPU_VARIANT, create_kernel_repo, set_org_trust
 
 pytest.importorskip("trl", reason="TRL is installed in the main set and set G only")
 
@@ -62,18 +61,13 @@ def trl_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedProj
     project = base / "project"
     project.mkdir()
     write_pyproject(project, f'"{FA2}" = "v2"\n', environments=[CPU_ENV])
-    env = user_env_for(base)
-    with HubServer(root) as server:
-        for command in ("lock", "sync"):
-            done = run_cli(command, "--project", str(project), env={**env, **server.env()})
-            assert done.returncode == 0, done.stderr
-        env["HF_ENDPOINT"] = server.url
+    locked = locked_offline(root, project, user_env_for(base))
     _tiny_model_and_dataset(project)
-    env["HF_HUB_OFFLINE"] = "1"
+    locked.env["HF_HUB_OFFLINE"] = "1"
     # The venv's console scripts (trl, accelerate) as a user's shell finds them; one thread per process.
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
-    env["OMP_NUM_THREADS"] = "1"
-    yield LockedProject(root, project, lockfile.read(project / "kernels.lock"), env)
+    locked.env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), locked.env.get("PATH", os.defpath)])
+    locked.env["OMP_NUM_THREADS"] = "1"
+    yield locked
 
 
 def _tiny_model_and_dataset(project: Path) -> None:
