@@ -384,8 +384,9 @@ def outdated(as_json: bool, project_dir: Path | None) -> None:
 from kernlock.cli.airgap import bundle, serve  # noqa: E402  (their own module: this one stays short)
 from kernlock.cli.environments import environments  # noqa: E402
 from kernlock.cli.interop import export, import_  # noqa: E402
+from kernlock.cli.ray_env import ray_env  # noqa: E402
 
-for _own in (import_, export, bundle, serve, environments):
+for _own in (import_, export, bundle, serve, environments, ray_env):
     main.add_command(_own)
 
 from kernlock.cli.hook import hook  # noqa: E402  (a group of its own module; cli.py is the one that imports it)

@@ -34,6 +34,13 @@ def print_record_table(code: int, gathered: Gathered) -> None:
             for r in gathered.requests
         ]
         print_table(("kernel", "asked", "load path", "locked", "processes"), rows)
+    if gathered.builds:
+        click.echo("Locked builds loaded:")
+        rows = [
+            (b.repo, b.commit[:12], b.variant, str(b.processes), f"{len(b.nodes)} ({', '.join(b.nodes)})")
+            for b in gathered.builds
+        ]
+        print_table(("kernel", "commit", "variant", "processes", "nodes"), rows)
     if gathered.dropped:
         click.secho(
             f"warning: {count(gathered.dropped, 'record line')} failed their checks and were dropped", fg="yellow"

@@ -18,7 +18,6 @@ from kernlock.runtime.state import Settings
 TYPE_CHECKING = False  # typing is not imported: activation must stay cheap
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
     from types import ModuleType
     from typing import Any
 
@@ -30,6 +29,8 @@ __all__ = [
     "WATCHED",
     "Settings",
     "activate",
+    "choose_mode",
+    "choose_verify",
     "find_lockfile",
     "run_environment",
     "settings",
@@ -95,11 +96,7 @@ def activate(lockfile: str | os.PathLike[str] | None = None, mode: str | None = 
     (:mod:`kernlock.runtime.excepthook`; the traceback with ``KERNLOCK_DEBUG=1``).
     """
     excepthook.install()  # first: a lock that cannot be found is such an error too
-    new = Settings(
-        find_lockfile(lockfile),
-        _choice(mode or os.environ.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)"),
-        _choice(os.environ.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY"),
-    )
+    new = Settings(find_lockfile(lockfile), choose_mode(mode), choose_verify())
     activated.set_settings(new)
     _watch()
     return new
@@ -152,6 +149,16 @@ def _main_script() -> str | None:
     if not isinstance(path, str) or not os.path.isfile(path):
         return None
     return os.path.abspath(path)
+
+
+def choose_mode(mode: str | None = None) -> str:
+    """``mode``, else ``$KERNLOCK_MODE``, else ``strict``; ActivationError when it is no mode."""
+    return _choice(mode or os.environ.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")
+
+
+def choose_verify() -> str:
+    """``$KERNLOCK_VERIFY``, else ``receipt``; ActivationError when it is no verification level."""
+    return _choice(os.environ.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY")
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -229,6 +236,12 @@ def _reactivate(lockfile: str, mode: str, verify: str) -> None:
         os._exit(1)
 
 
+def _install_ray_train(module: ModuleType) -> None:
+    from kernlock.runtime import provenance_hooks
+
+    provenance_hooks.install_ray_train(module)
+
+
 def _install_carry(module: ModuleType) -> None:
     """Wrap ``multiprocessing.spawn.get_preparation_data`` so that every child it prepares carries the activation."""
     original = module.get_preparation_data
@@ -247,6 +260,22 @@ def _install_carry(module: ModuleType) -> None:
     module.get_preparation_data = get_preparation_data  # type: ignore[attr-defined]  # a ModuleType here
 
 
+#: Ray's variable naming a function that may change every ``ray.init``'s runtime_env; kernlock's function; where a
+#: hook set before kernlock's is kept (kernlock's calls it first).
+RAY_HOOK_ENV = "RAY_RUNTIME_ENV_HOOK"
+RAY_HOOK = "kernlock.ray.runtime_env_hook"
+RAY_NEXT_HOOK_ENV = "KERNLOCK_RAY_NEXT_HOOK"
+
+
+def _install_ray(module: ModuleType) -> None:
+    """Point Ray's ``RAY_RUNTIME_ENV_HOOK`` at kernlock's (:mod:`kernlock.runtime.ray_jobs`), keeping one set
+    before as the next: every ``ray.init`` here gives its job kernlock's runtime_env (every worker honours the lock)."""
+    before = os.environ.get(RAY_HOOK_ENV)
+    if before and before != RAY_HOOK:
+        os.environ[RAY_NEXT_HOOK_ENV] = before
+    os.environ[RAY_HOOK_ENV] = RAY_HOOK
+
+
 #: Module name -> installer, run right after the module has executed (or at once if it already has).
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "kernels": _install_kernels,
@@ -254,6 +283,8 @@ WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "transformers.trainer": _install_trainer,  # checkpoints carry their kernels.lock; a resume compares it
     "multiprocessing.spawn": _install_carry,  # spawn and forkserver children carry the activation
     "threading": excepthook.install_threads,  # a kernlock error that stops a thread is one line too
+    "ray": _install_ray,  # every Ray job this process starts activates its workers with this lock
+    "ray.train": _install_ray_train,  # a checkpoint a Ray Train worker reports carries its kernels.lock
 }
 
 
@@ -322,48 +353,21 @@ def run_environment(lockfile: str | os.PathLike[str] | None, mode: str | None) -
 
     from kernlock.lock import file as lockfiles
     from kernlock.sync.cache import cache_dir
+    from kernlock.util.kept import digest, private_folder
     from kernlock.util.wording import count
 
     path = find_lockfile(lockfile, script=False)
     lock = lockfiles.read(Path(path))
     env = dict(os.environ)
     env["KERNLOCK_LOCKFILE"] = path
-    chosen = _choice(mode or env.get("KERNLOCK_MODE") or "strict", MODES, "mode (KERNLOCK_MODE)")
-    _choice(env.get("KERNLOCK_VERIFY") or "receipt", VERIFY_MODES, "KERNLOCK_VERIFY")
+    chosen = choose_mode(mode)
+    choose_verify()
     env["KERNLOCK_MODE"] = chosen
     env["KERNELS_CACHE"] = os.path.abspath(cache_dir())
     carried = {key: env[key] for key in CARRIED if env.get(key)}
-    site = _site_dir(Path(path).parent, SITECUSTOMIZE.replace("{settings}", repr(carried), 1))
-    env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
+    source = SITECUSTOMIZE.replace("{settings}", repr(carried), 1).encode()
+    what = "`kernlock run`'s sitecustomize.py"
+    site = private_folder(Path(path).parent, "run", digest(source), {"sitecustomize.py": source}, what)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
     repos = {kernel.repo for kernel in lock.kernels}
     return env, f"kernlock: {path} ({count(len(repos), 'kernel')}, {chosen} mode) active"
-
-
-def _site_dir(project: Path, source: str) -> str:
-    """A folder holding only ``source`` as ``sitecustomize.py``, named after its content (written once,
-    atomically): ``.kernlock/run/`` beside the lock when that folder is this user's alone, else kernlock's cache."""
-    import hashlib
-
-    from kernlock.util.atomic import write_bytes_atomic
-    from kernlock.util.hfenv import cache_root, private, read_private
-    from kernlock.util.sharing import kernlock_folder
-
-    data = source.encode()
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    beside = project / ".kernlock"
-    for runs in (beside / "run", cache_root() / "run"):
-        if private(runs / digest, create=True):  # the folder Python imports it from, and every folder above
-            break
-    else:
-        raise _error(
-            f"cannot keep `kernlock run`'s sitecustomize.py in {beside / 'run' / digest} or {runs / digest}: they "
-            "cannot be created, or they are not this user's alone (another user owns them or a folder above them, "
-            "or a group or others can write them, and the program would run code from them). Point KERNLOCK_CACHE "
-            "at a folder of your own, or `chmod go-w` those folders and the folders above them."
-        )
-    if runs.parent == beside:
-        kernlock_folder(project)  # its .gitignore
-    target = runs / digest / "sitecustomize.py"
-    if read_private(target, len(data)) != data:  # missing, changed or others could write it
-        write_bytes_atomic(target, data, private=True)
-    return str(target.parent)

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-from kernlock.errors import ActivationError, HubError, KernlockError, NotSyncedError
+from kernlock.errors import ActivationError, KernlockError, NotSyncedError
 from kernlock.lock.model import LockedKernel, LockedVariant
 from kernlock.runtime import servable
 from kernlock.runtime import state as activated
@@ -34,7 +34,6 @@ from kernlock.runtime import state as activated
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kernlock.lock.index import LockView
-    from kernlock.sync.signatures import SignatureCheck
 
 __all__ = [
     "Located",
@@ -53,8 +52,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("kernlock")
-
-_FETCH_RETRIES = 1  # a fetching load retries once (huggingface_hub already retries connection errors)
 
 
 # -- the state of one activation ------------------------------------------------------------------------------
@@ -225,22 +222,6 @@ def _spec(repo: str, asked: str) -> str:
     return f"{repo}@v{value}" if kind == "version" else f"{repo}@{value}" if kind == "revision" else repo
 
 
-def _signature_check(lockfile: str | None) -> SignatureCheck:
-    """The signature check of a load that fetches a variant: against the trusted root of the lock's project
-    (``[tool.kernlock.signatures] trusted-root``), else ``$KERNLOCK_SIGSTORE_TRUSTED_ROOT`` or sigstore's own."""
-    from kernlock.project import inputs
-    from kernlock.sync.signatures import SignatureCheck
-
-    root = None
-    if lockfile is not None:
-        folder = os.path.dirname(os.path.abspath(lockfile))
-        try:
-            root = inputs.load(folder).signatures.trusted_root_path(Path(folder))
-        except (KernlockError, OSError):  # no readable project beside the lock: the default root
-            root = None
-    return SignatureCheck(root)
-
-
 def _not_covered(state: _State, lockfile: str) -> str:
     covered = ", ".join(state.lock.environments) or "none"
     return (
@@ -326,29 +307,22 @@ def _verified_path(state: _State, entry: LockedKernel, variant: LockedVariant) -
         if path is not None:
             return path
         from kernlock.sync.integrity import check_variant
-        from kernlock.util import hfenv
 
         settings = activated.settings()
         full = settings is not None and settings.verify == "full"
         try:
             path = check_variant(entry, variant, full=full)
         except NotSyncedError as missing:
-            where = f" ({detail})" if (detail := getattr(missing, "detail", "")) else ""  # what, from which cache
-            try:
-                from kernlock.hub.client import Hub
-                from kernlock.sync.fetch import ensure_variant
+            from kernlock.runtime.fetching import fetch_missing
 
-                hub = Hub(retries=_FETCH_RETRIES, backoff=0.25)  # a load waits seconds, not minutes
-                check = _signature_check(settings.lockfile if settings is not None else None)
-                path = ensure_variant(entry, variant, hub=hub, offline=hfenv.offline(), signatures=check)
-            except HubError as err:
-                raise NotSyncedError(
-                    f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here{where} and could "
-                    f"not be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
-                ) from err
+            path = fetch_missing(entry, variant, missing, settings.lockfile if settings is not None else None)
         servable.check(entry, variant, path, state.environment)  # a build only kernels 0.19+ loads: every try
         state.verified[key] = path
         state.origins[path] = entry
+        if os.environ.get("KERNLOCK_RECORD"):  # `kernlock run --record`: which build this process was handed
+            from kernlock.runtime import recording
+
+            recording.note_loaded(entry.repo, entry.commit, variant.name)
         return path
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CARD_BEGIN", "CARD_END", "add_card_section", "install_models", "install_trainer"]
+__all__ = ["CARD_BEGIN", "CARD_END", "add_card_section", "install_models", "install_ray_train", "install_trainer"]
 
 _MARK = "__kernlock_provenance__"
 CARD_BEGIN = "<!-- kernlock:kernels -->"
@@ -146,6 +146,26 @@ def _upload_with_card(model: type) -> Any:
         return _upload_modified_files
 
     return make
+
+
+# -- Ray Train --------------------------------------------------------------------------------------------------
+
+
+def install_ray_train(train: ModuleType) -> None:
+    """Hook ``ray.train.Checkpoint.from_directory``: the folder a worker reports as its checkpoint gets the
+    kernels.lock of the builds that worker loaded before Ray persists it (docs/ray.md)."""
+    checkpoint = getattr(train, "Checkpoint", None)
+    original = getattr(getattr(checkpoint, "from_directory", None), "__func__", None)
+    if not isinstance(checkpoint, type) or original is None or getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def from_directory(cls: type, path: Any) -> Any:
+        _record(path)
+        return original(cls, path)
+
+    setattr(from_directory, _MARK, True)
+    checkpoint.from_directory = classmethod(from_directory)  # type: ignore[attr-defined]  # Ray's class
 
 
 # -- Trainer ----------------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 The hooks call :func:`note` for every request they see (:func:`kernlock.runtime.policy.locked_entry`), locked or
 not, before the load is tried: a request is recorded even when its load then fails or ``kernelize`` quietly skips
-it. Which load path asked is read from the call stack (the transformers and kernels functions it passes). Each
-process appends one JSON line per distinct request to ``<pid>.jsonl`` in the folder ``$KERNLOCK_RECORD`` names,
-which `kernlock run --record` made (this user's alone); :mod:`kernlock.runtime.records` gathers and checks them. Nothing
-here may break a run: a record that cannot be written is dropped with one warning.
+it. Which load path asked is read from the call stack (the transformers and kernels functions it passes); the policy
+calls :func:`note_loaded` for each locked build it hands the loader. Each process appends one JSON line per distinct
+request or build to ``<node>-<pid>.jsonl`` in the folder ``$KERNLOCK_RECORD`` names, which `kernlock run --record`
+made (this user's alone; a Ray job's workers are given it, docs/ray.md); :mod:`kernlock.runtime.records` gathers and
+checks them. Nothing here may break a run: a record that cannot be written is dropped with one warning.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 
@@ -20,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["ENV", "PATHS", "asked_as_revision", "folder", "load_path", "note"]
+__all__ = ["ENV", "PATHS", "asked_as_revision", "folder", "load_path", "node", "note", "note_loaded"]
 
 logger = logging.getLogger("kernlock")
 
@@ -36,6 +38,8 @@ PATHS = (
     "kernel dependency",
 )
 
+#: The name records.make_folder gives a record folder.
+_FOLDER = re.compile(r"[0-9]{1,10}-[0-9a-f]{16}")
 _seen: set[tuple[str, str, str]] = set()
 _lock = threading.Lock()
 _broken = False
@@ -56,33 +60,62 @@ def asked_as_revision(asked: str) -> str:
 
 def note(repo: str, asked: str, locked: bool) -> None:
     """Record that this process asked for ``repo`` (``asked``: ``version=N`` / ``revision=R``). Never raises."""
-    global _broken
-    where = folder()
-    if where is None or _broken:
+    if folder() is None or _broken:
         return
     try:
         path, detail, layer_asked = load_path(sys._getframe(1))
         revision = layer_asked or asked_as_revision(asked)
-        key = (repo, revision, path)
+        record = {"repo": repo, "asked": revision, "path": path, "detail": detail, "locked": locked}
+    except Exception as err:  # never break the run for a record
+        _give_up(err)
+        return
+    _write((repo, revision, path), record)
+
+
+def note_loaded(repo: str, commit: str, variant: str) -> None:
+    """Record that this process was handed the locked build of ``repo`` at ``commit`` (``variant``), and on which
+    node (a Ray worker's node, else this host). Never raises."""
+    if folder() is None or _broken:
+        return
+    _write(("loaded", repo, commit + variant), {"loaded": repo, "commit": commit, "variant": variant, "node": node()})
+
+
+def node() -> str:
+    """This process's node as a record names it: ``$KERNLOCK_NODE`` (a Ray worker's node), else the host name."""
+    name = os.environ.get("KERNLOCK_NODE") or os.uname().nodename
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:64] or "node"
+
+
+def _write(key: tuple[str, str, str], record: dict[str, object]) -> None:
+    where = folder()
+    try:
         with _lock:
             if key in _seen:
                 return
             _seen.add(key)
-            record = {"repo": repo, "asked": revision, "path": path, "detail": detail, "locked": locked}
-            _append(where, json.dumps(record, sort_keys=True) + "\n")
+            _append(str(where), json.dumps(record, sort_keys=True) + "\n")
     except Exception as err:  # never break the run for a record
-        _broken = True
-        logger.warning("kernlock: cannot write `kernlock run --record`'s record in %s: %s", where, err)
+        _give_up(err)
+
+
+def _give_up(err: Exception) -> None:
+    global _broken
+    _broken = True
+    logger.warning("kernlock: cannot write `kernlock run --record`'s record in %s: %s", folder(), err)
 
 
 def _append(where: str, line: str) -> None:
-    from kernlock.util.hfenv import cache_root, private
+    """Append to this process's file in ``where``: a record folder of `kernlock run --record` (``<pid>-<token>``
+    in a ``record`` folder; this host's own under kernlock's cache, or the run's on a shared filesystem, as a Ray
+    worker on another node is given it) that only this user can write."""
+    from kernlock.util.hfenv import private
 
-    parent = os.path.realpath(cache_root() / "record")
-    if os.path.dirname(os.path.realpath(where)) != parent or not private(where):
-        raise OSError(f"{where} is not a record folder of `kernlock run --record` (a folder of {parent})")
+    real = os.path.realpath(where)
+    parent = os.path.dirname(real)
+    if os.path.basename(parent) != "record" or not _FOLDER.fullmatch(os.path.basename(real)) or not private(real):
+        raise OSError(f"{where} is not a record folder of `kernlock run --record` of this user's alone")
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(os.path.join(where, f"{os.getpid()}.jsonl"), flags, 0o600)
+    fd = os.open(os.path.join(real, f"{node()}-{os.getpid()}.jsonl"), flags, 0o600)
     try:
         os.write(fd, line.encode())
     finally:

@@ -20,13 +20,14 @@ from kernlock.errors import ActivationError
 from kernlock.runtime.recording import PATHS
 from kernlock.util import names
 
-__all__ = ["MAX_FILE", "Gathered", "Request", "additions", "gather", "make_folder", "remove_folder"]
+__all__ = ["MAX_FILE", "Build", "Gathered", "Request", "additions", "gather", "make_folder", "remove_folder"]
 
 #: A record file larger than this is not read (a process writes one short line per distinct request).
 MAX_FILE = 4 << 20
 _MAX_FILES = 10_000
-_FILE = re.compile(r"[0-9]{1,10}\.jsonl")
+_FILE = re.compile(r"(?:[A-Za-z0-9._-]{1,64}-)?[0-9]{1,10}\.jsonl")  # <node>-<pid>.jsonl (<pid>.jsonl before)
 _MAX_DETAIL = 200
+_NODE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,12 +44,25 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Build:
+    """A locked build handed to the loader: repo, commit, variant; in how many processes, on which nodes."""
+
+    repo: str
+    commit: str
+    variant: str
+    processes: int = 1
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gathered:
-    """Every request recorded (sorted), how many processes wrote records, and how many lines were dropped."""
+    """Every request recorded (sorted), the locked builds loaded, how many processes wrote records, and how many
+    lines were dropped."""
 
     requests: tuple[Request, ...]
     processes: int
     dropped: int
+    builds: tuple[Build, ...] = ()
 
 
 def make_folder() -> Path:
@@ -75,8 +89,10 @@ def remove_folder(folder: Path) -> None:
 
 
 def gather(folder: Path) -> Gathered:
-    """Every request the processes recorded in ``folder``, checked; bad lines and files are dropped (counted)."""
+    """Every request and loaded build the processes recorded in ``folder``, checked; bad lines and files are
+    dropped (counted)."""
     found: dict[tuple[str, str, str, str], tuple[bool, int]] = {}
+    builds: dict[tuple[str, str, str], tuple[int, set[str]]] = {}
     processes = dropped = 0
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)[:_MAX_FILES]
@@ -89,20 +105,29 @@ def gather(folder: Path) -> Gathered:
             continue
         processes += 1
         for line in text.splitlines():
-            request = _parse(line)
-            if request is None:
+            record = _parse(line)
+            if isinstance(record, tuple):
+                build, node = record
+                count, nodes = builds.get(build, (0, set()))
+                builds[build] = (count + 1, nodes | {node})
+                continue
+            if record is None:
                 dropped += 1
                 continue
-            key = (request.repo, request.asked, request.path, request.detail)
-            locked, count = found.get(key, (request.locked, 0))
-            found[key] = (locked and request.locked, count + 1)
+            key = (record.repo, record.asked, record.path, record.detail)
+            locked, count = found.get(key, (record.locked, 0))
+            found[key] = (locked and record.locked, count + 1)
     requests = tuple(
         Request(repo=repo, asked=asked, path=path, detail=detail, locked=locked, processes=count)
         for (repo, asked, path, detail), (locked, count) in sorted(
             found.items(), key=lambda item: (item[0][0].casefold(), PATHS.index(item[0][2]), item[0][1], item[0][3])
         )
     )
-    return Gathered(requests=requests, processes=processes, dropped=dropped)
+    loaded = tuple(
+        Build(repo=repo, commit=commit, variant=variant, processes=count, nodes=tuple(sorted(nodes)))
+        for (repo, commit, variant), (count, nodes) in sorted(builds.items(), key=lambda item: item[0][0].casefold())
+    )
+    return Gathered(requests=requests, processes=processes, dropped=dropped, builds=loaded)
 
 
 def _read(entry: os.DirEntry[str]) -> str | None:
@@ -122,13 +147,16 @@ def _read(entry: os.DirEntry[str]) -> str | None:
         return None
 
 
-def _parse(line: str) -> Request | None:
+def _parse(line: str) -> Request | tuple[tuple[str, str, str], str] | None:
+    """A request line, or a loaded build's line as ((repo, commit, variant), node); None when it fails a check."""
     import json
 
     try:
         data = json.loads(line)
     except ValueError:
         return None
+    if isinstance(data, dict) and set(data) == {"loaded", "commit", "variant", "node"}:
+        return _parse_build(data)
     if not isinstance(data, dict) or set(data) != {"repo", "asked", "path", "detail", "locked"}:
         return None
     repo, asked, path, detail, locked = (data[k] for k in ("repo", "asked", "path", "detail", "locked"))
@@ -140,6 +168,19 @@ def _parse(line: str) -> Request | None:
     if path not in PATHS or not isinstance(locked, bool) or not _printable(detail):
         return None
     return Request(repo=repo, asked=asked, path=path, detail=detail, locked=locked)
+
+
+def _parse_build(data: dict[str, object]) -> tuple[tuple[str, str, str], str] | None:
+    repo, commit, variant, node = (data[k] for k in ("loaded", "commit", "variant", "node"))
+    try:
+        names.check_repo(repo)
+        names.check_commit(commit)
+        names.check_variant_folder(variant)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(node, str) or not _NODE.fullmatch(node):
+        return None
+    return (str(repo), str(commit), str(variant)), node
 
 
 def _printable(text: object) -> bool:

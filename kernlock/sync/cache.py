@@ -47,6 +47,7 @@ __all__ = [
     "VariantNotSynced",
     "blob_path",
     "cache_dir",
+    "default_cache_dir",
     "entry_targets",
     "evidence",
     "file_hash",
@@ -92,6 +93,11 @@ def cache_dir() -> Path:
     """The kernels cache: ``$KERNELS_CACHE``, else ``$HF_HUB_CACHE``, else huggingface_hub's default."""
     value = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")
     return _cache_dir(value)
+
+
+def default_cache_dir() -> Path:
+    """The kernels cache when neither ``$KERNELS_CACHE`` nor ``$HF_HUB_CACHE`` names one (huggingface_hub's)."""
+    return _cache_dir(None)
 
 
 @functools.lru_cache(maxsize=8)

@@ -170,12 +170,27 @@ def test_hostile_records_are_dropped_and_name_no_path(tmp_path: Path, monkeypatc
     ]
     (folder / "1.jsonl").write_text("\n".join(json.dumps(r) for r in [good, *bad]) + "\nnot json\n")
     (folder / "2.jsonl").write_bytes(b"x" * (records.MAX_FILE + 1))
+    # A loaded build's line (a worker on another node names its node): checked as strictly.
+    build = {"loaded": FA2, "commit": "a" * 40, "variant": "torch213-cxx11-cpu-x86_64-linux", "node": "n0de.1"}
+    bad_builds = [
+        {**build, "commit": "a" * 39},
+        {**build, "variant": "../x"},
+        {**build, "node": "a/b"},
+        {**build, "node": "x" * 65},
+        {**build, "loaded": "../../etc"},
+    ]
+    (folder / "n0de.1-4.jsonl").write_text("\n".join(json.dumps(r) for r in [build, *bad_builds]) + "\n")
+    (folder / "other-5.jsonl").write_text(json.dumps({**build, "node": "other"}) + "\n")
     outside = tmp_path / "outside.jsonl"
     outside.write_text(json.dumps({**good, "repo": "kernels-community/evil"}) + "\n")
     os.symlink(outside, folder / "3.jsonl")
     gathered = records.gather(folder)
     assert [(r.repo, r.asked) for r in gathered.requests] == [(FA2, "v4")]
-    assert gathered.dropped == len(bad) + 1 + 2  # the bad lines, the non-JSON line, the big and the linked file
+    assert [(b.repo, b.commit, b.processes, b.nodes) for b in gathered.builds] == [
+        (FA2, "a" * 40, 2, ("n0de.1", "other"))
+    ]
+    # the bad lines, the non-JSON line, the big and the linked file
+    assert gathered.dropped == len(bad) + len(bad_builds) + 1 + 2
     records.remove_folder(folder)
     assert not folder.exists()
     records.remove_folder(tmp_path)  # not a record folder: left alone
@@ -224,7 +239,15 @@ def test_every_load_path_is_recorded_even_when_the_load_fails(catalog: Catalog, 
         result = run_cli("run", "--record", "--dry-run", "--", sys.executable, "every.py", env=env, cwd=project)
     print(result.stdout)
     assert result.returncode == 3, result.stderr[-3000:]  # CMD's status, after the table
-    rows = {tuple(line.split()[:2]): line for line in result.stdout.splitlines() if "/" in line.split(" ")[0]}
+    requests, builds = result.stdout.split("Locked builds loaded:\n")
+    rows = {tuple(line.split()[:2]): line for line in requests.splitlines() if "/" in line.split(" ")[0]}
+    # The one locked build, as the process was handed it: the locked commit, this machine's variant, one node.
+    entry = lockfile.read(project / "kernels.lock").entry_for(LAYER_NORM, CPU_ENV)
+    assert entry is not None
+    loaded = [line.split() for line in builds.splitlines() if line.startswith(LAYER_NORM)]
+    assert loaded == [
+        [LAYER_NORM, entry.commit[:12], entry.variant_for(CPU_ENV).name, "1", "1", f"({os.uname().nodename})"]
+    ]
     expected = {
         ("kernels-community/activation", "v1"): "kernel dependency",
         ("kernels-community/finegrained-fp8", "v4"): "lazy layer (finegrained-fp8)",

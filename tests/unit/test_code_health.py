@@ -153,7 +153,7 @@ FLOORS = [
     ["cli"],
     ["api"],
     ["commands"],
-    ["activate", "distributed", "kernlock"],
+    ["activate", "distributed", "ray", "kernlock"],
     ["runtime", "airgap"],
     ["sync", "resolve"],
     ["signing"],
