@@ -9,6 +9,11 @@ Folders, by kind (README, Developing):
 - ``tests/system``: what spans processes, users and machines: launchers, ranks, fleets, other Unix users, installs.
 - ``tests/compat``: the compatibility matrix (scripts/matrix.sh runs it in each set).
 
+The session's own home (tests/hygiene.py, imported first): this process and every process it starts (pytest-xdist
+workers, every child of a test) have a HOME, XDG folders and caches in a temporary folder, not the developer's; the
+run fails after the session when something appeared, changed or went in the real home's kernlock, Hub and other
+caches or among its dotfiles all the same, naming each path.
+
 Markers (pyproject.toml registers them; README, Developing, says how to pick tests by them):
 
 - ``root``: needs root and other Unix users (useradd, a folder given to another uid); skipped as anyone else.
@@ -29,6 +34,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import hygiene  # first: the session's own home, before anything reads HOME or a cache variable
 import pytest
 from envs import SCRUBBED, test_trusted_root, user_env_for
 from installs import ROOT, build_wheel, wheel_venv
@@ -37,6 +43,10 @@ from processes import ProcessLog
 from kernlock.testing import Catalog, HubServer, build_catalog
 
 PROCESSES = ProcessLog()  # what the running test started (processes.ProcessLog: git left out)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(hygiene, "hygiene")  # its check after the session
 
 
 @pytest.hookimpl(wrapper=True)
