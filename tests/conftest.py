@@ -19,8 +19,8 @@ Markers (pyproject.toml registers them; README, Developing, says how to pick tes
 - ``root``: needs root and other Unix users (useradd, a folder given to another uid); skipped as anyone else.
 - ``subprocess``: the test or a fixture it uses starts a process other than git: the kernlock command line, a Python
   child, a launcher, a server process. git does not count: the test Hub and the fixture repositories run it all
-  the time. Checked as the tests run: a test without the marker that starts such a process fails at teardown,
-  naming it, so ``-m "not subprocess"`` starts none.
+  the time. Checked as the tests run: a test without the marker that starts such a process (multiprocessing's spawn
+  and forkserver children included) fails at teardown, naming it, so ``-m "not subprocess"`` starts none.
 - ``slow``: takes more than about 5 s on a 2-core machine (with the fixtures it alone uses).
 - ``binds``: starts `kernlock run` with this interpreter. While that run lasts it binds this Python environment,
   every process of it (docs/clusters.md): a test running beside it in another pytest-xdist worker would load under
@@ -76,6 +76,12 @@ def _processes_need_the_subprocess_marker(request: pytest.FixtureRequest) -> Ite
             "@pytest.mark.binds (tests/conftest.py says why)",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def process_log() -> ProcessLog:
+    """The log behind the ``subprocess`` marker, for the tests of the log itself (ProcessLog.refusing)."""
+    return PROCESSES
 
 
 UNIT = Path(__file__).resolve().parent / "unit"
