@@ -9,13 +9,18 @@ Folders, by kind (README, Developing):
 - ``tests/system``: what spans processes, users and machines: launchers, ranks, fleets, other Unix users, installs.
 - ``tests/compat``: the compatibility matrix (scripts/matrix.sh runs it in each set).
 
+The session's own home (tests/hygiene.py, imported first): this process and every process it starts (pytest-xdist
+workers, every child of a test) have a HOME, XDG folders and caches in a temporary folder, not the developer's; the
+run fails after the session when something appeared, changed or went in the real home's kernlock, Hub and other
+caches or among its dotfiles all the same, naming each path.
+
 Markers (pyproject.toml registers them; README, Developing, says how to pick tests by them):
 
 - ``root``: needs root and other Unix users (useradd, a folder given to another uid); skipped as anyone else.
 - ``subprocess``: the test or a fixture it uses starts a process other than git: the kernlock command line, a Python
   child, a launcher, a server process. git does not count: the test Hub and the fixture repositories run it all
-  the time. Checked as the tests run: a test without the marker that starts such a process fails at teardown,
-  naming it, so ``-m "not subprocess"`` starts none.
+  the time. Checked as the tests run: a test without the marker that starts such a process (multiprocessing's spawn
+  and forkserver children included) fails at teardown, naming it, so ``-m "not subprocess"`` starts none.
 - ``slow``: takes more than about 5 s on a 2-core machine (with the fixtures it alone uses).
 - ``binds``: starts `kernlock run` with this interpreter. While that run lasts it binds this Python environment,
   every process of it (docs/clusters.md): a test running beside it in another pytest-xdist worker would load under
@@ -29,6 +34,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import hygiene  # first: the session's own home, before anything reads HOME or a cache variable
 import pytest
 from envs import SCRUBBED, test_trusted_root, user_env_for
 from installs import ROOT, build_wheel, wheel_venv
@@ -37,6 +43,10 @@ from processes import ProcessLog
 from kernlock.testing import Catalog, HubServer, build_catalog
 
 PROCESSES = ProcessLog()  # what the running test started (processes.ProcessLog: git left out)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(hygiene, "hygiene")  # its check after the session
 
 
 @pytest.hookimpl(wrapper=True)
@@ -66,6 +76,12 @@ def _processes_need_the_subprocess_marker(request: pytest.FixtureRequest) -> Ite
             "@pytest.mark.binds (tests/conftest.py says why)",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def process_log() -> ProcessLog:
+    """The log behind the ``subprocess`` marker, for the tests of the log itself (ProcessLog.refusing)."""
+    return PROCESSES
 
 
 UNIT = Path(__file__).resolve().parent / "unit"

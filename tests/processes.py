@@ -8,32 +8,104 @@ import json
 import re
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+#: The audit event ``_posixsubprocess.fork_exec`` raises here (argv) before it starts a process
+#: (:func:`audit_fork_exec`): multiprocessing starts its spawn children, its forkserver and its resource tracker
+#: through it (``multiprocessing.util.spawnv_passfds``), and raises no event of its own.
+FORK_EXEC = "_posixsubprocess.fork_exec"
+
+
+def audit_fork_exec() -> None:
+    """Make ``_posixsubprocess.fork_exec`` (what subprocess and multiprocessing call by that name) raise
+    :data:`FORK_EXEC` first; once per process."""
+    try:
+        import _posixsubprocess
+    except ImportError:  # not a POSIX system
+        return
+    real = _posixsubprocess.fork_exec
+    if getattr(real, "audited", False):
+        return
+
+    def fork_exec(*args: Any, **kwargs: Any) -> Any:
+        sys.audit(FORK_EXEC, args[0])
+        return real(*args, **kwargs)
+
+    fork_exec.audited = True  # type: ignore[attr-defined]
+    _posixsubprocess.fork_exec = fork_exec
+
+
+class ProcessRefused(Exception):
+    """A start :meth:`ProcessLog.refusing` stopped."""
+
+
+#: What the processes multiprocessing starts run (a word of their argv) -> what the log calls them.
+_MULTIPROCESSING = {
+    "--multiprocessing-fork": "a multiprocessing spawn child",
+    "multiprocessing.forkserver": "the multiprocessing forkserver",
+    "multiprocessing.resource_tracker": "the multiprocessing resource tracker",
+}
 
 
 class ProcessLog:
     """The processes this (the pytest) process starts, git left out, noted while ``names`` is a list: the check
     behind the ``subprocess`` marker (tests/conftest.py). An audit hook, so it sees every way to start one
-    (subprocess, os.posix_spawn, os.system, a fork), from C too; git does not count, as the test Hub and the fixture
-    repositories run it all the time."""
+    (subprocess, os.posix_spawn, os.system, a fork), from C too; multiprocessing's spawn and forkserver children
+    through :data:`FORK_EXEC` and, for a forkserver already running, the request to it (a ``socket.connect`` to its
+    address). git does not count, as the test Hub and the fixture repositories run it all the time."""
 
-    STARTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.fork", "os.forkpty"})
+    STARTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.fork", "os.forkpty", FORK_EXEC})
 
     def __init__(self) -> None:
         self.names: list[str] | None = None
         #: Whether it started `kernlock run` with this interpreter: that run binds this Python environment, every
         #: process of it, while it lasts (the ``binds`` marker, tests/conftest.py).
         self.binds = False
+        #: What :meth:`refusing` stopped.
+        self.refused: list[str] = []
+        self._refusing = False
+        audit_fork_exec()
         sys.addaudithook(self._audit)  # for the rest of the process: audit hooks cannot be removed
 
+    @contextmanager
+    def refusing(self) -> Iterator[list[str]]:
+        """While it lasts, a start it sees raises :class:`ProcessRefused` instead of starting (the process is noted
+        in the list it yields, not in ``names``): how tests/unit/test_process_audit.py shows that it sees a way to
+        start a process without starting one."""
+        self.refused, self._refusing = [], True
+        try:
+            yield self.refused
+        finally:
+            self._refusing = False
+
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if self.names is None or event not in self.STARTS:
+        if self.names is None or (event not in self.STARTS and event != "socket.connect"):
             return
+        name = self._started(event, args)
+        if name is None or name == "git":
+            return
+        if self._refusing:
+            self.refused.append(name)
+            raise ProcessRefused(name)
+        self.names.append(name)
+
+    def _started(self, event: str, args: tuple[Any, ...]) -> str | None:
+        """What the event starts, by name; None when it starts nothing."""
         from os import fsdecode
         from os.path import basename
 
+        if event == "socket.connect":  # (socket, address): a request to multiprocessing's forkserver for a child
+            server = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+            address = getattr(server, "_forkserver_address", None)
+            return "a multiprocessing forkserver child" if address is not None and args[1] == address else None
+        if event == FORK_EXEC:  # (argv,)
+            words = [fsdecode(word) for word in args[0]]
+            found = (name for mark, name in _MULTIPROCESSING.items() if any(mark in word for word in words))
+            return next(found, basename(words[0]))
         if event == "subprocess.Popen":  # (executable, args, cwd, env)
             argv = args[1]
             self.binds = self.binds or binds_this_environment(argv, args[3])
@@ -45,10 +117,8 @@ class ProcessLog:
         elif event == "os.system":  # (command,)
             program = fsdecode(args[0]).split()[0]
         else:
-            program = "a fork of the test process"
-        name = basename(fsdecode(program))
-        if name != "git":
-            self.names.append(name)
+            return "a fork of the test process"
+        return basename(fsdecode(program))
 
 
 #: Shells whose ``-c`` script :func:`binds_this_environment` reads (the README's pasted transcripts run in bash).
