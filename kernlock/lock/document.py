@@ -10,7 +10,7 @@ import itertools
 from typing import Any
 
 from kernlock.lock.model import EnvironmentFacts, Lock, LockedKernel
-from kernlock.lock.schema import CREATED_BY, VERSION_KEY, Field, fields
+from kernlock.lock.schema import CREATED_BY, LOCK_VERSION, VERSION_KEY, Field, fields, fields_in
 from kernlock.util import tomlwrite
 from kernlock.util.digest import sha256_hex
 
@@ -105,18 +105,18 @@ def content_hash(text: str) -> str:
 def dumps(lock: Lock) -> str:
     """The lock as TOML text; deterministic for equal content (the layout tomlkit gave it, written directly by
     :mod:`kernlock.util.tomlwrite`: a few ms instead of hundreds for a big lock)."""
-    doc = _table(normalized(lock), True)
+    doc = _table(normalized(lock), True, lock.version)
     doc = {VERSION_KEY: doc.pop(VERSION_KEY), CREATED_BY: "kernlock", **doc}
     text = tomlwrite.dumps(doc, HEADER)
     head, sep, rest = text.partition("\nenvironments = ")
     return f'{head}\n{_HASH_LINE}"{content_hash(text)}"{sep}{rest}'
 
 
-def _pairs(item: Any) -> list[tuple[Field, Any]]:
-    """A model object's declared fields and their values, in declaration order; an optional field left at None or
-    at an empty default is left out."""
+def _pairs(item: Any, version: str) -> list[tuple[Field, Any]]:
+    """A model object's declared fields that lock-version ``version`` has and their values, in declaration order; an
+    optional field left at None or at an empty default is left out."""
     pairs = []
-    for spec in fields(type(item)):
+    for spec in fields_in(type(item), version):
         value = getattr(item, spec.attr)
         if value is None or (not value and spec.optional and value == spec.default):
             continue
@@ -127,13 +127,14 @@ def _pairs(item: Any) -> list[tuple[Field, Any]]:
 _PLAIN = (str, int)  # written as they are (checked by type, not isinstance: a lock has many thousands)
 
 
-def _table(item: Any, text: bool) -> dict[str, Any]:
-    """A model object as a TOML table. ``text``: inline tables come rendered (for :func:`dumps`), else as plain
-    dicts and lists (JSON-ready)."""
-    return {spec.key: value if type(value) in _PLAIN else _value(spec, value, text) for spec, value in _pairs(item)}
+def _table(item: Any, text: bool, version: str = LOCK_VERSION) -> dict[str, Any]:
+    """A model object as a TOML table of lock-version ``version``. ``text``: inline tables come rendered (for
+    :func:`dumps`), else as plain dicts and lists (JSON-ready)."""
+    pairs = _pairs(item, version)
+    return {spec.key: value if type(value) in _PLAIN else _value(spec, value, text, version) for spec, value in pairs}
 
 
-def _value(spec: Field, value: Any, text: bool) -> Any:
+def _value(spec: Field, value: Any, text: bool, version: str) -> Any:
     """A field's value as a TOML value, as its declaration says: a model object as a table (inline or not), a tuple
     of model objects as an array of tables or of inline tables, other tuples as arrays; a word as it is."""
     if type(value) in _PLAIN:
@@ -143,14 +144,14 @@ def _value(spec: Field, value: Any, text: bool) -> Any:
     if spec.table is None:
         return list(value)
     if not isinstance(value, tuple):
-        pairs = _table(value, text)
+        pairs = _table(value, text, version)
         return tomlwrite.InlineTable(pairs) if spec.inline and text else pairs
     if not spec.inline:
-        return [_table(item, text) for item in value]
-    rows = [[(s.key, v) for s, v in _pairs(item)] for item in value]
+        return [_table(item, text, version) for item in value]
+    rows = [[(s.key, v) for s, v in _pairs(item, version)] for item in value]
     if text and all(type(v) in _PLAIN for row in rows for _key, v in row):
         return tomlwrite.InlineRows([tomlwrite.inline_table(row) for row in rows])
-    return tomlwrite.InlineTables([_table(item, text) for item in value])
+    return tomlwrite.InlineTables([_table(item, text, version) for item in value])
 
 
 def _facts(facts: tuple[EnvironmentFacts, ...]) -> list[dict[str, Any]]:

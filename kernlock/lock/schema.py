@@ -27,6 +27,7 @@ __all__ = [
     "VERSION_KEY",
     "Field",
     "fields",
+    "fields_in",
     "key",
     "known_keys",
     "present_in",
@@ -108,6 +109,7 @@ def key(name: str, **spec: Any) -> dict[str, Field]:
 
 _FIELDS: dict[type, tuple[Field, ...]] = {}
 _KNOWN: dict[tuple[type, str], frozenset[str]] = {}
+_IN: dict[tuple[type, str], tuple[Field, ...]] = {}
 
 
 def fields(cls: type) -> tuple[Field, ...]:
@@ -134,6 +136,15 @@ def _declared(cls: type) -> tuple[Field, ...]:
 def present_in(field: Field, version: str) -> bool:
     """Whether lock-version ``version`` has the field (it appeared in its ``since`` version)."""
     return int(version) >= int(field.since)
+
+
+def fields_in(cls: type, version: str) -> tuple[Field, ...]:
+    """The declared fields of model class ``cls`` that lock-version ``version`` has, in declaration order: what the
+    writer writes of a lock of that version (a later field is left out whatever its value)."""
+    found = _IN.get((cls, version))
+    if found is None:
+        found = _IN[cls, version] = tuple(f for f in fields(cls) if present_in(f, version))
+    return found
 
 
 def known_keys(cls: type, version: str) -> frozenset[str]:
