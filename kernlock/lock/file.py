@@ -1,8 +1,9 @@
 """kernels.lock as a file: reading it against its strict TOML schema (content hash and canonical bytes included)
 and writing it atomically, for the Lock model of :mod:`kernlock.lock.model` (which validates every value when it is
-constructed); the keys each table may hold, and how each value is checked, follow the schema declared beside the
-model (:mod:`kernlock.lock.schema`), checked by :mod:`kernlock.lock.validate`; the document and its bytes are
-:mod:`kernlock.lock.document`."""
+constructed); the keys each table may hold at the lock's version and revision, and how each value is checked, follow
+the schema declared beside the model (:mod:`kernlock.lock.schema`), checked by :mod:`kernlock.lock.validate`; the
+document and its bytes are :mod:`kernlock.lock.document`. A lock a newer kernlock wrote at a newer revision of a
+known version is read without what this kernlock does not know, with one warning line on stderr."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ __all__ = [
     "read",
     "read_pins",
     "read_text",
+    "warned",
     "write",
 ]
 
@@ -98,16 +100,36 @@ def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: 
     except tomllib.TOMLDecodeError as err:
         why = "it holds git merge-conflict markers" if has_conflict_markers(text) else f"it is not valid TOML ({err})"
         raise damaged(where, why) from err
-    lock, recorded = Validator(text, where).lock(data, legacy)
+    validator = Validator(text, where)
+    lock, recorded = validator.lock(data, legacy)
     if recorded is None:
         return lock
     if recorded != content_hash(text):
         raise damaged(where, "it was edited after kernlock wrote it (its content-hash does not match its entries)")
-    if canonical and dumps(lock) != text:
+    warning = validator.warning()  # a newer revision: checked by its content-hash, as this kernlock cannot write it
+    if canonical and warning is None and dumps(lock) != text:
         raise damaged(
             where, "it is not laid out as kernlock writes it (hand-edited, or re-formatted by a tool or a merge)"
         )
+    if warning is not None:
+        _warn((where, recorded), warning)
     return lock
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn(lock: tuple[str, str], line: str) -> None:
+    """Say ``line`` on stderr once per process for this lock (its path and content-hash)."""
+    if lock not in _WARNED:
+        _WARNED.add(lock)
+        sys.stderr.write(line + "\n")
+
+
+def warned() -> bool:
+    """Whether this process read a lock that a newer kernlock wrote (and said so): a command's answer is then not
+    remembered (:mod:`kernlock.commands.unchanged`), so that the next one says it again."""
+    return bool(_WARNED)
 
 
 _KERNEL, _VARIANT = "\n[[kernel]]\n", "\n[[kernel.variant]]\n"
@@ -155,10 +177,13 @@ def loads_environment(text: str, where: str, environment: str) -> tuple[Lock, li
             table["variant"] = [{**mine[0], "environments": [environment]}]
             tables.append(table)
         data["kernel"] = tables
-        lock, recorded = Validator("", where).lock(data, legacy=False)
+        validator = Validator("", where)
+        lock, recorded = validator.lock(data, legacy=False)
     except (tomllib.TOMLDecodeError, RecursionError, LockError):
         return None
-    if lock.version != LOCK_VERSION or recorded is None or recorded != content_hash(text):
+    if lock.version != LOCK_VERSION or validator.newer is not None or recorded is None:
+        return None  # an older version, or a newer revision (read whole: it says what it skipped)
+    if recorded != content_hash(text):
         return None
     for repo in repos:
         try:

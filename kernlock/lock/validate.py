@@ -1,7 +1,7 @@
 """The parsed TOML of a kernels.lock checked against the schema declared beside the model
-(:mod:`kernlock.lock.schema`): the lock-version it says it is, the keys each table may hold there, the required
-ones, each value by its declared kind; errors name the line of the offending entry. :mod:`kernlock.lock.file`
-parses the text and checks its content-hash and bytes around it."""
+(:mod:`kernlock.lock.schema`): the lock-version and revision it says it is, the keys each table may hold there,
+the required ones, each value by its declared kind; errors name the line of the offending entry.
+:mod:`kernlock.lock.file` parses the text and checks its content-hash and bytes around it."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from kernlock.lock.schema import (
     LOADER_RULE,
     LOCK_VERSION,
     READ_VERSIONS,
+    REVISION_KEY,
     VERSION_KEY,
     Field,
     fields,
     known_keys,
+    latest_revision,
     present_in,
 )
 from kernlock.util.wording import noun
@@ -42,15 +44,25 @@ def damaged(where: str, why: str) -> DamagedLockError:
     return DamagedLockError(f"{where}: {why}; {REPAIR}.", why)
 
 
+#: A key a newer kernlock may have added (the form of every key kernlock writes): only such a key is skipped in a
+#: lock of a newer revision; anything else is damage there too.
+_NEW_KEY = re.compile(r"[a-z][a-z0-9-]{0,63}")
+
+
 class Validator:
     """Checks the parsed TOML against the schema declared beside the model (:mod:`kernlock.lock.schema`): the keys
-    each table may hold at the lock's version, the required ones, each value by its declared kind; errors carry the
-    line of the offending entry."""
+    each table may hold at the lock's version and revision, the required ones, each value by its declared kind;
+    errors carry the line of the offending entry. A lock of a revision newer than this kernlock knows is read
+    without the keys it does not know (:attr:`skipped`, :meth:`warning`)."""
 
     def __init__(self, text: str, where: str) -> None:
         self.where = where
         self.version = LOCK_VERSION  # the version whose keys are read (a legacy lock's pins are read with today's)
         self.written = LOCK_VERSION  # the version the lock says it is
+        self.revision: int | None = None  # the revision whose keys are read (None: any, for a legacy lock's pins)
+        self.newer: int | None = None  # the lock's revision, when it is newer than this kernlock knows
+        self.skipped: set[str] = set()  # the keys of a newer revision this kernlock read past
+        self._rows: dict[type, tuple[list[Field], frozenset[str]]] = {}  # an inline table's fields, by model class
         self.kernel_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"]
 
     def fail(self, message: str, entry: int | None = None) -> DamagedLockError:
@@ -66,7 +78,9 @@ class Validator:
         self._version(version, legacy)
         current = version in READ_VERSIONS
         self.version, self.written = (version if current else LOCK_VERSION), version
-        unknown = set(data) - known_keys(Lock, self.version) - {CREATED_BY, HASH_KEY}
+        if current:
+            self._revision(data.get(REVISION_KEY, 0))
+        unknown = self.unknown(Lock, data, {CREATED_BY, HASH_KEY, REVISION_KEY})
         if unknown:
             raise self.fail(f"unknown top-level {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}")
         if data.get(CREATED_BY) != "kernlock":
@@ -80,6 +94,39 @@ class Validator:
         except ValueError as err:
             raise self.fail(str(err)) from None
         return lock, recorded if current else None
+
+    def _revision(self, revision: Any) -> None:
+        """The lock's ``lock-revision`` (absent: 0): the keys of that revision are read, and a revision newer than
+        this kernlock knows is read with the keys it knows, skipping the others."""
+        if type(revision) is not int or revision < 0:
+            raise self.fail(f"`{REVISION_KEY}` is not a whole number")
+        latest = latest_revision(Lock, self.version)
+        self.revision = min(revision, latest)
+        self.newer = revision if revision > latest else None
+
+    def unknown(self, cls: type, table: dict[Any, Any], besides: set[str] | frozenset[str] = frozenset()) -> set[Any]:
+        """The keys of ``table`` (of model class ``cls``) its lock's version and revision do not have, but
+        ``besides``; in a lock of a newer revision, only those not of the form a newer kernlock writes (the others
+        are skipped, and named in :meth:`warning`)."""
+        unknown = set(table) - known_keys(cls, self.version, self.revision) - besides
+        if unknown and self.newer is not None:
+            added = {k for k in unknown if isinstance(k, str) and _NEW_KEY.fullmatch(k)}
+            self.skipped |= added
+            unknown -= added
+        return unknown
+
+    def warning(self) -> str | None:
+        """The one line that says a newer kernlock wrote the lock and what this one read past, or None."""
+        if self.newer is None:
+            return None
+        keys = sorted(self.skipped)
+        named = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        without = f"without {named}, which" if keys else "without what"
+        return (
+            f"warning: {self.where} has lock-revision {self.newer} of lock-version {self.version}, newer than this "
+            f"kernlock knows ({self.revision}): it is read {without} a newer kernlock added (a lock this one writes "
+            "leaves them out); upgrade kernlock (`pip install -U kernlock`) to keep them."
+        )
 
     def _version(self, version: str, legacy: bool) -> None:
         """Refuse a lock-version this kernlock does not read (a legacy one only for its pins)."""
@@ -192,9 +239,9 @@ class Validator:
         return made
 
     def made(self, cls: type, data: dict[str, Any], index: int | None, where: str) -> Any:
-        """A model object of ``cls`` from its table: no key its lock's version lacks, each declared field read by
-        its kind, then the model's own checks."""
-        unknown = set(data) - known_keys(cls, self.version)
+        """A model object of ``cls`` from its table: no key its lock's version and revision lack, each declared
+        field read by its kind, then the model's own checks."""
+        unknown = self.unknown(cls, data)
         if unknown:
             raise self.fail(f"{where}unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}", index)
         values = self.values(cls, data, index)
@@ -204,39 +251,51 @@ class Validator:
             raise self.fail(str(err), index) from None
 
     def files(self, spec: Field, value: Any, index: int | None, variant: str) -> tuple[Any, ...]:
-        """A variant's ``files``: inline tables of exactly the declared keys of a file."""
+        """A variant's ``files``: inline tables of the declared keys of a file."""
         if not isinstance(value, list) or not value:
             raise self.fail(f"variant {variant!r} has no `{spec.key}`", index)
         assert spec.table is not None
-        declared = fields(spec.table)
-        keys = {f.key for f in declared}
         parsed = []
         for item in value:
-            if not isinstance(item, dict) or set(item) != keys:
+            args = self.row(spec.table, item)
+            if args is None:
                 raise self.fail(f"variant {variant!r} has a malformed file entry {item!r}", index)
             try:
-                parsed.append(spec.table(**{f.attr: item[f.key] for f in declared}))
+                parsed.append(spec.table(**args))
             except ValueError as err:
                 raise self.fail(f"variant {variant!r}: {err}", index) from None
         return tuple(parsed)
 
     def signature(self, spec: Field, value: Any, index: int | None, variant: str) -> Signature | str | None:
-        """A variant's ``signature``: ``"unsigned"`` or a table of every key of a :class:`Signature`; None when
-        absent."""
+        """A variant's ``signature``: ``"unsigned"`` or a table of the declared keys of a :class:`Signature`; None
+        when absent."""
         if value is None or value == UNSIGNED:
             return value  # type: ignore[no-any-return]
         assert spec.table is not None
-        declared = fields(spec.table)
-        keys = {f.key for f in declared}
-        if not isinstance(value, dict) or set(value) != keys:
-            raise self.fail(
-                f'variant {variant!r}: `{spec.key}` must be "unsigned" or a table of {", ".join(sorted(keys))}',
-                index,
-            )
+        args = self.row(spec.table, value)
+        if args is None:
+            keys = ", ".join(sorted(f.key for f in fields(spec.table) if not f.optional))
+            raise self.fail(f'variant {variant!r}: `{spec.key}` must be "unsigned" or a table of {keys}', index)
         try:
-            return spec.table(**{f.attr: value[f.key] for f in declared})  # type: ignore[no-any-return]
+            return spec.table(**args)  # type: ignore[no-any-return]
         except (ValueError, TypeError) as err:
             raise self.fail(f"variant {variant!r}: {err}", index) from None
+
+    def row(self, cls: type, item: Any) -> dict[str, Any] | None:
+        """The model arguments of an inline table of ``cls`` (a file, a signature), or None when it lacks a required
+        key of the lock's version and revision or holds one it does not know."""
+        if not isinstance(item, dict) or self.unknown(cls, item):
+            return None
+        declared, required = self._rows.get(cls) or self._row_plan(cls)
+        if not required <= item.keys():
+            return None
+        return {f.attr: item[f.key] for f in declared if f.key in item}
+
+    def _row_plan(self, cls: type) -> tuple[list[Field], frozenset[str]]:
+        """The fields of ``cls`` at the lock's version and revision, and the keys of the required ones."""
+        declared = [f for f in fields(cls) if present_in(f, self.version, self.revision)]
+        found = self._rows[cls] = (declared, frozenset(f.key for f in declared if not f.optional))
+        return found
 
     def _strings(self, value: Any, key: str, index: int | None = None, allow_empty: bool = False) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
