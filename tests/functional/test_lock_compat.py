@@ -23,8 +23,10 @@ from test_lock_golden import BASE, CURRENT, OURS, golden, rehash
 
 from kernlock.errors import DamagedLockError, LockError
 from kernlock.lock import file as lockfile
+from kernlock.lock import index as lockindex
 from kernlock.lock import schema
 from kernlock.lock.model import Lock, LockedFile, LockedKernel
+from kernlock.util import hfenv
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -122,6 +124,23 @@ def test_a_newer_revision_is_read_by_the_light_reader_only_through_the_full_one(
     text = newer_lock()
     assert lockfile.loads_environment(text, "kernels.lock", CPU_ENV) is None
     assert lockfile.loads_environment(golden(CURRENT), "kernels.lock", CPU_ENV) is not None
+
+
+def test_activation_reads_a_newer_revision_whole_saying_so_in_every_process(
+    user_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "kernels.lock"
+    path.write_text(newer_lock())
+    current = lockfile.loads(golden(CURRENT))
+    for _process in range(2):
+        lockfile._WARNED.clear()
+        capsys.readouterr()
+        view = lockindex.read(str(path), CPU_ENV)
+        assert [e.commit for e in view._entries.values()] == [
+            k.commit for k in current.kernels if CPU_ENV in k.environments
+        ]
+        assert UPGRADE in capsys.readouterr().err
+    assert not list((hfenv.cache_root() / "lock-index").glob("*.json"))  # no index: the next process reads it again
 
 
 def test_a_newer_revision_edited_after_it_was_written_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
