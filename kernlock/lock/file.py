@@ -27,6 +27,7 @@ from kernlock.util.atomic import write_text_atomic
 from kernlock.util.names import LOCK_NAME
 
 __all__ = [
+    "FOREIGN_MAX",
     "HEADER",
     "LOCK_NAME",
     "REPAIR",
@@ -35,11 +36,13 @@ __all__ = [
     "dumps",
     "entry_table",
     "facts_document",
+    "foreign_too_large",
     "has_conflict_markers",
     "loads",
     "loads_environment",
     "normalized",
     "read",
+    "read_foreign",
     "read_pins",
     "read_text",
     "warned",
@@ -67,15 +70,44 @@ def read_pins(path: Path) -> Lock:
     return loads(read_text(path), str(path), canonical=False, legacy=True)
 
 
-def read_text(path: Path) -> str:
-    """The lock's text (LockError when it is missing or unreadable, DamagedLockError when it is not UTF-8)."""
+#: The most kernlock reads of a lock that did not come from this project: the kernels.lock of a model folder or a
+#: checkpoint (compared on load, `add --from`), of a Hub model repo (`add --from org/model`), the kernels library's
+#: JSON lock (`import`). Each lists what one process loaded or one project pinned: a few KiB. A project's own lock
+#: is read at any size (it is the project's).
+FOREIGN_MAX = 4 << 20
+
+
+def read_foreign(path: Path) -> Lock:
+    """A kernels.lock that did not come from this project (a model folder's, a checkpoint's), read with the same
+    checks as the project's own but at most :data:`FOREIGN_MAX` bytes and not compared to the bytes this kernlock
+    writes (see :func:`read_text`)."""
+    return loads(read_text(path, FOREIGN_MAX), str(path), canonical=False)
+
+
+def foreign_too_large(where: str, limit: int = FOREIGN_MAX) -> LockError:
+    """The refusal of a lock from elsewhere larger than ``limit`` bytes: one line, naming the fix."""
+    return LockError(
+        f"{where} is over {limit >> 20} MiB, more than any lock a model or another tool carries (a few KiB): "
+        "kernlock does not read it; delete it, or write it again (save the model from an activated process)."
+    )
+
+
+def read_text(path: Path, limit: int | None = None) -> str:
+    """The lock's text (LockError when it is missing or unreadable, or, with ``limit``, larger than ``limit`` bytes:
+    no more than that is read; DamagedLockError when it is not UTF-8)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        if limit is None:
+            data = path.read_bytes()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
     except FileNotFoundError as err:
         raise LockError(f"no {LOCK_NAME} at {path}; run `kernlock lock` to create it.") from err
     except OSError as err:
         raise LockError(f"cannot read {path} ({err.strerror or err}); check its permissions.") from err
+    if limit is not None and len(data) > limit:
+        raise foreign_too_large(str(path), limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
