@@ -98,7 +98,7 @@ def _read_source(source: str, hub: Hub | None) -> tuple[str, str]:
                 "saved it (docs/provenance.md)."
             )
     if path.is_file():
-        return lockfile.read_text(path), str(path)
+        return lockfile.read_text(path, lockfile.FOREIGN_MAX), str(path)
     try:
         spec = Spec.parse(source)
     except SpecError:
@@ -108,7 +108,7 @@ def _read_source(source: str, hub: Hub | None) -> tuple[str, str]:
     from kernlock.hub.models import read_model_file
 
     try:
-        data = read_model_file(locking.hub_client(hub), spec.repo, lockfile.LOCK_NAME, spec.rev)
+        data = read_model_file(locking.hub_client(hub), spec.repo, lockfile.LOCK_NAME, lockfile.FOREIGN_MAX, spec.rev)
     except NotFoundError as err:
         raise NotFoundError(
             f"{err} A model carries {lockfile.LOCK_NAME} when a process kernlock activated saved it "

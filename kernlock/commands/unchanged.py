@@ -9,7 +9,8 @@ torch this machine's environment comes from), and for `sync` and `show` every pa
 (:func:`kernlock.sync.cache.evidence`) and the refs `sync` keeps. The next identical command finds them all as
 they were and answers after a few ``stat`` calls; any change among them (an edited pyproject, a new lock, a file
 touched in the cache, torch reinstalled) and the command derives its answer again, exactly as it would have. Only
-answers of commands that succeeded and changed nothing are remembered: an error is derived anew each time.
+answers of commands that succeeded and changed nothing are remembered: an error is derived anew each time, and so
+is an answer read from a lock a newer kernlock wrote (each command says so in its warning line).
 
 `verify` remembers only what it checks against (its plan: the entries, the environments it requires, the trusted
 root), never a verdict: it hashes every file again each time.
@@ -71,7 +72,8 @@ def lock_is_current(root: Path | None) -> bool:
 
 def remember_lock_check(root: Path, files: dict[str, memo.Identity]) -> None:
     """`lock --check` found the project at ``root`` up to date, reading ``files``."""
-    memo.remember("lock-check", [str(root)], files, True)
+    if _keeps():
+        memo.remember("lock-check", [str(root)], files, True)
 
 
 def remembers_sync(*, all_environments: bool, offline: bool) -> bool:
@@ -112,7 +114,8 @@ def variant_files(pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Pa
 
 def remember_sync(root: Path, frozen: bool, files: dict[str, memo.Identity], found: Synced) -> None:
     """A `sync` of the project at ``root`` found ``found`` and changed nothing, reading ``files``."""
-    memo.remember(_sync_kind(frozen), [str(root)], files, found._asdict())
+    if _keeps():
+        memo.remember(_sync_kind(frozen), [str(root)], files, found._asdict())
 
 
 def shown(root: Path | None) -> dict[str, Any] | None:
@@ -124,7 +127,8 @@ def shown(root: Path | None) -> dict[str, Any] | None:
 
 def remember_show(root: Path, files: dict[str, memo.Identity], result: dict[str, Any]) -> None:
     """`show` of the project at ``root`` gave ``result`` (rows, stale, no_variant), reading ``files``."""
-    memo.remember("show", [str(root)], files, result)
+    if _keeps():
+        memo.remember("show", [str(root)], files, result)
 
 
 def verify_plan(root: Path | None, *, all_environments: bool) -> dict[str, Any] | None:
@@ -139,7 +143,16 @@ def remember_verify_plan(
     root: Path, files: dict[str, memo.Identity], plan: dict[str, Any], *, all_environments: bool
 ) -> None:
     """`verify` of the project at ``root`` checks against ``plan``, derived from ``files``."""
-    memo.remember(_verify_kind(all_environments), [str(root)], files, plan)
+    if _keeps():
+        memo.remember(_verify_kind(all_environments), [str(root)], files, plan)
+
+
+def _keeps() -> bool:
+    """Whether an answer may be remembered: not one derived from a lock a newer kernlock wrote, whose warning line
+    the next command must say again (it reads the lock anew)."""
+    from kernlock.lock import file as lockfile  # imported already: the command read the lock
+
+    return not lockfile.warned()
 
 
 def _verify_kind(all_environments: bool) -> str:

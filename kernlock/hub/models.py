@@ -14,18 +14,16 @@ from kernlock.util import names
 if TYPE_CHECKING:
     from kernlock.hub.client import Hub
 
-__all__ = ["MAX_MODEL_FILE", "read_model_file"]
-
-#: The most kernlock reads of one model file (a model's kernels.lock lists a few kernels: a few KiB).
-MAX_MODEL_FILE = 4 << 20
+__all__ = ["read_model_file"]
 
 
-def read_model_file(hub: Hub, repo: str, path: str, revision: str | None = None) -> bytes:
-    """The bytes of ``path`` in the model repo ``repo`` at ``revision`` (default: its main branch); NotFoundError
-    when the repo, the revision or the file is not there, HubError when the Hub cannot answer."""
+def read_model_file(hub: Hub, repo: str, path: str, limit: int, revision: str | None = None) -> bytes:
+    """The bytes of ``path`` in the model repo ``repo`` at ``revision`` (default: its main branch), at most ``limit``
+    (the caller's rule for that file: a kernels.lock's is :data:`kernlock.lock.file.FOREIGN_MAX`); NotFoundError
+    when the repo, the revision or the file is not there, HubError when the Hub cannot answer or answers more."""
     repo, path = checked_repo(repo), checked_path(path)
     if revision is not None:
         names.check_ref(revision)
     url = hf_hub_url(repo, path, repo_type="model", revision=revision, endpoint=hub.endpoint)
     what = f"{path} of the model repo {repo}" + (f"@{revision}" if revision else "")
-    return hub.session.call(what, lambda: hub.session.get(url, MAX_MODEL_FILE, what))
+    return hub.session.call(what, lambda: hub.session.get(url, limit, what))

@@ -10,7 +10,16 @@ import itertools
 from typing import Any
 
 from kernlock.lock.model import EnvironmentFacts, Lock, LockedKernel
-from kernlock.lock.schema import CREATED_BY, VERSION_KEY, Field, fields
+from kernlock.lock.schema import (
+    CREATED_BY,
+    LOCK_VERSION,
+    REVISION_KEY,
+    VERSION_KEY,
+    Field,
+    fields,
+    fields_in,
+    revised_in,
+)
 from kernlock.util import tomlwrite
 from kernlock.util.digest import sha256_hex
 
@@ -105,35 +114,61 @@ def content_hash(text: str) -> str:
 def dumps(lock: Lock) -> str:
     """The lock as TOML text; deterministic for equal content (the layout tomlkit gave it, written directly by
     :mod:`kernlock.util.tomlwrite`: a few ms instead of hundreds for a big lock)."""
-    doc = _table(normalized(lock), True)
-    doc = {VERSION_KEY: doc.pop(VERSION_KEY), CREATED_BY: "kernlock", **doc}
+    at = _At(lock.version)
+    doc = _table(normalized(lock), True, at)
+    revision = {REVISION_KEY: at.revision} if at.revision else {}
+    doc = {VERSION_KEY: doc.pop(VERSION_KEY), **revision, CREATED_BY: "kernlock", **doc}
     text = tomlwrite.dumps(doc, HEADER)
     head, sep, rest = text.partition("\nenvironments = ")
     return f'{head}\n{_HASH_LINE}"{content_hash(text)}"{sep}{rest}'
 
 
-def _pairs(item: Any) -> list[tuple[Field, Any]]:
-    """A model object's declared fields and their values, in declaration order; an optional field left at None or
-    at an empty default is left out."""
+class _At:
+    """The lock-version a document is written at, and the newest revision of it among the fields written so far."""
+
+    __slots__ = ("plans", "revision", "version")
+
+    def __init__(self, version: str = LOCK_VERSION) -> None:
+        self.version = version
+        self.revision = 0
+        self.plans: dict[type, tuple[tuple[Field, ...], tuple[tuple[Field, int], ...]]] = {}
+
+    def plan(self, cls: type) -> tuple[tuple[Field, ...], tuple[tuple[Field, int], ...]]:
+        """The fields of ``cls`` this version has, and those of them that came in a revision (one lookup a table)."""
+        found = self.plans.get(cls)
+        if found is None:
+            found = self.plans[cls] = (fields_in(cls, self.version), revised_in(cls, self.version))
+        return found
+
+
+def _pairs(item: Any, at: _At) -> list[tuple[Field, Any]]:
+    """A model object's declared fields that lock-version ``at.version`` has and their values, in declaration order
+    (an optional field left at None or at an empty default is left out); ``at.revision`` is raised to the revision
+    of each field written that arrived in one."""
     pairs = []
-    for spec in fields(type(item)):
+    declared, revised = at.plan(type(item))
+    for spec in declared:
         value = getattr(item, spec.attr)
         if value is None or (not value and spec.optional and value == spec.default):
             continue
         pairs.append((spec, value))
+    if revised:  # no cost while no field of this table came in a revision
+        written = {spec.key for spec, _ in pairs}
+        at.revision = max([at.revision, *(r for spec, r in revised if spec.key in written)])
     return pairs
 
 
 _PLAIN = (str, int)  # written as they are (checked by type, not isinstance: a lock has many thousands)
 
 
-def _table(item: Any, text: bool) -> dict[str, Any]:
-    """A model object as a TOML table. ``text``: inline tables come rendered (for :func:`dumps`), else as plain
-    dicts and lists (JSON-ready)."""
-    return {spec.key: value if type(value) in _PLAIN else _value(spec, value, text) for spec, value in _pairs(item)}
+def _table(item: Any, text: bool, at: _At) -> dict[str, Any]:
+    """A model object as a TOML table of lock-version ``at.version``. ``text``: inline tables come rendered (for
+    :func:`dumps`), else as plain dicts and lists (JSON-ready)."""
+    pairs = _pairs(item, at)
+    return {spec.key: value if type(value) in _PLAIN else _value(spec, value, text, at) for spec, value in pairs}
 
 
-def _value(spec: Field, value: Any, text: bool) -> Any:
+def _value(spec: Field, value: Any, text: bool, at: _At) -> Any:
     """A field's value as a TOML value, as its declaration says: a model object as a table (inline or not), a tuple
     of model objects as an array of tables or of inline tables, other tuples as arrays; a word as it is."""
     if type(value) in _PLAIN:
@@ -143,14 +178,14 @@ def _value(spec: Field, value: Any, text: bool) -> Any:
     if spec.table is None:
         return list(value)
     if not isinstance(value, tuple):
-        pairs = _table(value, text)
+        pairs = _table(value, text, at)
         return tomlwrite.InlineTable(pairs) if spec.inline and text else pairs
     if not spec.inline:
-        return [_table(item, text) for item in value]
-    rows = [[(s.key, v) for s, v in _pairs(item)] for item in value]
+        return [_table(item, text, at) for item in value]
+    rows = [[(s.key, v) for s, v in _pairs(item, at)] for item in value]
     if text and all(type(v) in _PLAIN for row in rows for _key, v in row):
         return tomlwrite.InlineRows([tomlwrite.inline_table(row) for row in rows])
-    return tomlwrite.InlineTables([_table(item, text) for item in value])
+    return tomlwrite.InlineTables([_table(item, text, at) for item in value])
 
 
 def _facts(facts: tuple[EnvironmentFacts, ...]) -> list[dict[str, Any]]:
@@ -160,7 +195,7 @@ def _facts(facts: tuple[EnvironmentFacts, ...]) -> list[dict[str, Any]]:
 
 def entry_table(entry: LockedKernel) -> dict[str, Any]:
     """One entry as the plain table the lock writes (JSON-ready: lists, dicts, strings and ints)."""
-    return _table(entry, False)
+    return _table(entry, False, _At())
 
 
 def entry_view(entry: LockedKernel) -> dict[str, Any]:
@@ -173,7 +208,7 @@ def plain(value: Any) -> Any:
     """A model value as JSON-ready data, its keys as the lock spells them (a :class:`Signature` as a dict)."""
     if value is None or type(value) in _PLAIN:
         return value
-    return _table(value, False)
+    return _table(value, False, _At())
 
 
 def _json(value: Any) -> Any:

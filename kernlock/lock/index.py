@@ -76,7 +76,7 @@ def read(path: str, environment: str) -> LockView:
         view = LockView(environment, lock.environments, repos, list(lock.kernels))
     else:  # not as kernlock writes it: the whole lock, strictly (its errors name what is wrong)
         view = _view(lockfile.loads(text, path, canonical=False), environment)
-    if recorded is not None:
+    if recorded is not None and not lockfile.warned():  # a newer kernlock's lock is read (and said) each time
         _save(index, path, environment, key, recorded, view)
     return view
 

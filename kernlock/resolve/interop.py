@@ -125,10 +125,14 @@ def _read_lock(project: Project) -> tuple[list[JsonLockPin], bool, Lock | None]:
     """The JSON lock's pins and whether there is one; else the pins of a kernlock lock already there, if any."""
     if not project.lockfile.exists():
         return [], False, None
-    text = project.lockfile.read_text(encoding="utf-8", errors="replace")
+    with open(project.lockfile, "rb") as handle:  # a JSON lock is another tool's: read at most FOREIGN_MAX of it
+        data = handle.read(lockfile.FOREIGN_MAX + 1)
+    text = data.decode("utf-8", errors="replace")
     if looks_like_json_lock(text):
+        if len(data) > lockfile.FOREIGN_MAX:
+            raise lockfile.foreign_too_large(str(project.lockfile))
         return parse_json_lock(text, str(project.lockfile)), True, None
-    return [], False, lockfile.read_pins(project.lockfile)
+    return [], False, lockfile.read_pins(project.lockfile)  # the project's own lock: any size
 
 
 def _seed(

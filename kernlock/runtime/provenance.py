@@ -260,7 +260,7 @@ def compare(folder: str | os.PathLike[str]) -> None:
             return
         seen.add(key)
     try:
-        theirs = lockfile.read(path, canonical=False)
+        theirs = lockfile.read_foreign(path)  # a model's: at most FOREIGN_MAX bytes read
     except KernlockError as err:
         why = err.why if isinstance(err, DamagedLockError) else str(err)
         policy.warn_once(

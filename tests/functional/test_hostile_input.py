@@ -25,6 +25,7 @@ from kernlock import api
 from kernlock.cli.app import main
 from kernlock.errors import LockError
 from kernlock.lock import file as lockfile
+from kernlock.lock.schema import LOCK_VERSION
 from kernlock.testing import Catalog, HubServer
 from kernlock.util import hfenv, names
 
@@ -206,7 +207,8 @@ def test_hand_edit_merge_and_reformat_are_named(synced: Path, user_env: dict[str
 def test_older_lock_version_is_rewritten_with_its_pins(synced: Path, user_env: dict[str, str], hub: HubServer):
     path = synced / "kernels.lock"
     original = path.read_text()
-    legacy = re.sub(r'content-hash = "[^"]*"\n', "", original).replace('lock-version = "3"', 'lock-version = "1"')
+    legacy = re.sub(r'content-hash = "[^"]*"\n', "", original)
+    legacy = legacy.replace(f'lock-version = "{LOCK_VERSION}"', 'lock-version = "1"')
     path.write_text(legacy)
     assert_clean_error(cli("sync", "--locked", "--project", str(synced)), "lock-version '1'", "kernlock lock")
     hub.log.clear()

@@ -39,6 +39,9 @@ REGENERATE = os.environ.get("KERNLOCK_REGENERATE_GOLDEN") == "1"
 CUDA_ENV = "torch212-cxx11-cu129-x86_64-linux"
 OTHER_CUDA_ENV = "torch213-cxx11-cu130-x86_64-linux"
 MODELS = (Lock, LockedKernel, LockedVariant, LockedFile, Signature)
+#: Every lock-version kernlock reads as it is, oldest first; the current one is last.
+READ = schema.READ_VERSIONS
+CURRENT = f"v{schema.LOCK_VERSION}.lock"
 
 
 def _pyproject(environments: list[str]) -> str:
@@ -50,7 +53,8 @@ def _pyproject(environments: list[str]) -> str:
     )
 
 
-#: The project of v3.lock: a CPU environment and a CUDA one declared with facts (``environment-facts``).
+#: The project of the golden locks (v<N>.lock): a CPU environment and a CUDA one declared with facts
+#: (``environment-facts``).
 OURS = _pyproject([f'"{CPU_ENV}"', f'{{ name = "{CUDA_ENV}", cuda-capabilities = ["9.0"] }}'])
 #: The two other sides of conflicted.lock: the lock both branches started from, and the other branch's.
 BASE = _pyproject([f'"{CPU_ENV}"'])
@@ -68,13 +72,10 @@ def _lock_project(folder: Path, pyproject: str, hub: HubServer) -> str:
     return (folder / "kernels.lock").read_text(encoding="utf-8")
 
 
-def as_version_2(lock: Lock) -> Lock:
-    """``lock`` as a lock-version 2 lock holds it: no signatures."""
-    kernels = tuple(
-        dataclasses.replace(k, variants=tuple(dataclasses.replace(v, signature=None) for v in k.variants))
-        for k in lock.kernels
-    )
-    return dataclasses.replace(lock, version="2", kernels=kernels)
+def versions(lock: Lock) -> dict[str, str]:
+    """The golden of every lock-version kernlock reads, ``v<N>.lock``: ``lock`` as the writer writes it at that
+    version (the fields the version has, by their declared ``since``)."""
+    return {f"v{version}.lock": lockfile.dumps(dataclasses.replace(lock, version=version)) for version in READ}
 
 
 def hand_edited(text: str) -> str:
@@ -119,8 +120,7 @@ def test_the_current_resolver_and_writer_give_the_golden_locks(
 ) -> None:
     ours = _lock_project(tmp_path / "ours", OURS, hub)
     made = {
-        "v3.lock": ours,
-        "v2.lock": lockfile.dumps(as_version_2(lockfile.loads(ours))),
+        **versions(lockfile.loads(ours)),
         "hand-edited.lock": hand_edited(ours),
         "conflicted.lock": conflicted(
             _lock_project(tmp_path / "base", BASE, hub), ours, _lock_project(tmp_path / "theirs", THEIRS, hub), tmp_path
@@ -134,29 +134,40 @@ def test_the_current_resolver_and_writer_give_the_golden_locks(
         assert golden(name) == text, f"tests/data/locks/{name} is not what kernlock writes now (see this module)"
 
 
-def test_v3_reads_and_writes_back_byte_for_byte() -> None:
-    text = golden("v3.lock")
+def test_the_current_version_reads_and_writes_back_byte_for_byte() -> None:
+    text = golden(CURRENT)
     lock = lockfile.loads(text)
-    assert lock.version == schema.LOCK_VERSION == "3"
+    assert lock.version == schema.LOCK_VERSION == READ[-1]
     assert lockfile.dumps(lock) == text
     variants = [v for k in lock.kernels for v in k.variants]
     assert any(isinstance(v.signature, Signature) for v in variants)
     assert any(k.required_by for k in lock.kernels) and lock.facts
 
 
-def test_v2_is_read_as_it_is_and_refuses_what_came_later() -> None:
-    text, current = golden("v2.lock"), lockfile.loads(golden("v3.lock"))
+@pytest.mark.parametrize("version", READ[:-1])
+def test_an_older_version_is_read_as_it_is_without_what_came_later(version: str) -> None:
+    text, current = golden(f"v{version}.lock"), lockfile.loads(golden(CURRENT))
     lock = lockfile.loads(text)
-    assert lock.version == "2" and lock == as_version_2(current)
-    assert lockfile.dumps(lock) == text
+    assert lock.version == version and lockfile.dumps(lock) == text
     assert _pins(lock) == _pins(current)
-    signed = rehash(text.replace("\nfiles = [", '\nsignature = "unsigned"\nfiles = [', 1))
-    with pytest.raises(DamagedLockError, match="has unknown key signature"):
-        lockfile.loads(signed)
+    for cls, key, values in _values(lock):  # what the version does not have is read as its default
+        spec = next(f for f in schema.fields(cls) if f.key == key)
+        if not schema.present_in(spec, version):
+            assert all(value == spec.default for value in values), (cls.__name__, key)
+
+
+def test_a_lock_of_each_version_is_written_with_exactly_the_fields_that_version_has() -> None:
+    current = lockfile.loads(golden(CURRENT))
+    for version in READ:
+        text = lockfile.dumps(dataclasses.replace(current, version=version))
+        for cls, tables in _tables(tomllib.loads(text)).items():
+            written = {key for table in tables for key in table} - {schema.CREATED_BY, schema.HASH_KEY}
+            assert written <= {f.key for f in schema.fields(cls) if schema.present_in(f, version)}, (version, cls)
+        assert lockfile.loads(text).version == version  # its own reader reads it
 
 
 def test_a_hand_edited_lock_is_refused_and_its_pins_are_read_back() -> None:
-    text, current = golden("hand-edited.lock"), lockfile.loads(golden("v3.lock"))
+    text, current = golden("hand-edited.lock"), lockfile.loads(golden(CURRENT))
     with pytest.raises(DamagedLockError, match="edited after kernlock wrote it"):
         lockfile.loads(text)
     with pytest.raises(DamagedLockError, match="not laid out as kernlock writes it"):
@@ -167,7 +178,7 @@ def test_a_hand_edited_lock_is_refused_and_its_pins_are_read_back() -> None:
 
 
 def test_a_conflicted_lock_is_refused_and_both_sides_pins_are_read_back() -> None:
-    text, current = golden("conflicted.lock"), lockfile.loads(golden("v3.lock"))
+    text, current = golden("conflicted.lock"), lockfile.loads(golden(CURRENT))
     assert "<<<<<<< HEAD\n" in text and ">>>>>>> add-cu130\n" in text
     with pytest.raises(DamagedLockError, match="merge-conflict markers"):
         lockfile.loads(text)
@@ -191,12 +202,22 @@ def _tables(data: dict[str, Any]) -> dict[type, list[dict[str, Any]]]:
 
 
 def test_every_model_field_is_declared_and_in_the_golden_locks_of_its_versions() -> None:
-    for name in ("v2.lock", "v3.lock"):
-        data = tomllib.loads(golden(name))
+    for version in READ:
+        data = tomllib.loads(golden(f"v{version}.lock"))
+        assert data["lock-version"] == version
         for cls, tables in _tables(data).items():
             written = {key for table in tables for key in table} - {schema.CREATED_BY, schema.HASH_KEY}
-            declared = {f.key for f in schema.fields(cls) if schema.present_in(f, data["lock-version"])}
-            assert written == declared, (name, cls.__name__)  # each key in the golden of every version it is in
+            declared = {f.key for f in schema.fields(cls) if schema.present_in(f, version)}
+            assert written == declared, (version, cls.__name__)  # each key in the golden of every version it is in
+
+
+def _values(lock: Lock) -> list[tuple[type, str, list[Any]]]:
+    """Every declared field of every model object of ``lock``: (model class, key, its values)."""
+    objects: dict[type, list[Any]] = {Lock: [lock], LockedKernel: list(lock.kernels)}
+    objects[LockedVariant] = [v for k in lock.kernels for v in k.variants]
+    objects[LockedFile] = [f for v in objects[LockedVariant] for f in v.files]
+    objects[Signature] = [v.signature for v in objects[LockedVariant] if isinstance(v.signature, Signature)]
+    return [(cls, f.key, [getattr(o, f.attr) for o in got]) for cls, got in objects.items() for f in schema.fields(cls)]
 
 
 def _document(data: dict[str, Any]) -> str:
@@ -216,7 +237,7 @@ def _without(data: dict[str, Any], keys: set[tuple[type, str]]) -> dict[str, Any
 
 
 def test_every_declared_field_is_read_at_the_versions_that_have_it_and_refused_before() -> None:
-    data = tomllib.loads(golden("v3.lock"))
+    data = tomllib.loads(golden(CURRENT))
     del data[schema.HASH_KEY]
     for version in schema.READ_VERSIONS:
         data[schema.VERSION_KEY] = version
@@ -232,7 +253,7 @@ def test_every_declared_field_is_read_at_the_versions_that_have_it_and_refused_b
 def test_every_declared_field_round_trips_through_reader_writer_and_the_json_views(
     catalog: Catalog, hub: HubServer, user_env: dict, tmp_path: Path
 ) -> None:
-    text = golden("v3.lock")
+    text = golden(CURRENT)
     data, lock = tomllib.loads(text), lockfile.loads(text)
     # reader then writer: each model object gives back, key for key, the table it was read from
     assert [document.entry_table(k) for k in lock.kernels] == data["kernel"]
