@@ -7,8 +7,9 @@ kernel cache) and a local Hub serving ``kernels-community/flash-attn2`` v2 with 
 compiled library weighs ``--so-mib`` MiB (a real build carries hundreds). Each row is a job of its own:
 
 * **worker start**: ``--workers`` actors started one after another, each to its first answer, in a job with
-  kernlock's runtime_env (the lock shipped, ``kernlock.ray.setup_worker`` run at start) and in a plain job; the
-  median per worker and the ratio. Also the setup hook alone, in a fresh interpreter (median of 15).
+  kernlock's runtime_env (the lock shipped, ``kernlock.ray.setup_worker`` run at start), in a plain job, and in a
+  plain job whose runtime_env is one variable (the control: what any runtime_env costs in Ray); the median per
+  worker and the differences. Also the setup hook alone, in a fresh interpreter (median of 15).
 * **first load, a node with the build**: the first ``get_kernel`` in a new worker whose node has the build
   (kernlock: the locked build, checked against its receipt; plain kernels: its cache, after asking the Hub which
   commit the branch is at).
@@ -49,6 +50,8 @@ JOB = textwrap.dedent(
     if mode == "kernlock":
         import kernlock.ray
         runtime_env = kernlock.ray.runtime_env()
+    elif mode == "env_vars":  # the control: a job with a runtime_env of one variable and nothing of kernlock
+        runtime_env = {"env_vars": {"BENCH": "1"}}
 
 
     @ray.remote(num_cpus=0, resources={node: 1})
@@ -146,7 +149,7 @@ def _run(args: argparse.Namespace, work: Path) -> int:
     figures: dict[str, dict[str, object]] = {}
     with HubServer(work / "hub", port=port) as server:
         api.lock(project)
-        for mode in ("kernlock", "plain"):
+        for mode in ("kernlock", "plain", "env_vars"):
             # Two fresh nodes, each its own cache: "warm" gets the build from a first job, "cold" has none.
             with RayCluster() as cluster:
                 cluster.start(_node(work, f"{mode}-warm"), cpus=1, resources={"warm": 100})
@@ -196,6 +199,12 @@ def _report(figures: dict[str, dict[str, object]], args: argparse.Namespace) -> 
         f"{figures['plain']['cold_requests']:>12}"
     )
     print(f"worker start, kernlock - plain: {1000 * (rows[0][1] - rows[0][2]):+.1f} ms per worker")
+    control = median("env_vars", "starts")
+    print(
+        f"worker start of a plain job whose runtime_env is one variable: {control:.3f} s; kernlock - that: "
+        f"{1000 * (rows[0][1] - control):+.1f} ms per worker (Ray starts a fresh worker for any job with a "
+        "runtime_env instead of taking one it started ahead)"
+    )
     setup = statistics.median(figures["setup hook"]["seconds"])  # type: ignore[arg-type]
     print(f"kernlock.ray.setup_worker() alone, a fresh interpreter: {1000 * setup:.1f} ms (median of 15)")
     if args.json:

@@ -36,9 +36,9 @@ __all__ = ["ray_env"]
 def ray_env(mode: str | None, merge: str | None, project_dir: Path | None) -> None:
     """The Ray runtime_env that makes every worker honour the lock.
 
-    Printed as JSON. The lock travels in the job's py_modules; each worker activates it before its first task, in the mode given,
-    and fetches a locked build its node lacks (verified, once per node). A driver that imports kernlock.activate
-    (or runs under `kernlock run`) needs none of this: every ray.init() it makes gets it.
+    Printed as JSON. The lock travels in the job's py_modules; each worker activates it before its first task, in
+    the mode given, and fetches a locked build its node lacks (verified, once per node). A driver that imports
+    kernlock.activate (or runs under `kernlock run`) needs none of this: every ray.init() it makes gets it.
     """
     from kernlock.runtime import activation, ray_jobs
 
