@@ -181,7 +181,9 @@ def _load(name: str, what: str) -> Any:
 def _node() -> str:
     """This worker's Ray node id (12 characters), else the host name."""
     ray = sys.modules.get("ray")
-    try:
-        return str(ray.get_runtime_context().get_node_id())[:12] if ray is not None else os.uname().nodename
+    try:  # only where connected: Ray's runtime context would otherwise start a cluster
+        if ray is not None and ray.is_initialized():
+            return str(ray.get_runtime_context().get_node_id())[:12]
     except Exception:
-        return os.uname().nodename
+        pass
+    return os.uname().nodename

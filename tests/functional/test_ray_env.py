@@ -111,12 +111,14 @@ WORKER = textwrap.dedent(
     """
     import json, os, sys
     sys.path.insert(0, os.environ["PACKAGES"])
+    import ray
     from kernlock import ray as kernlock_ray
     from kernlock.runtime import state
 
     kernlock_ray.setup_worker()
     settings = state.settings()
     print(json.dumps({
+        "ray_started": ray.is_initialized(),
         "lockfile": settings.lockfile, "mode": settings.mode, "cache": os.environ.get("KERNELS_CACHE"),
         "chained": os.environ.get("CHAINED"), "node": os.environ.get("KERNLOCK_NODE"),
     }))
@@ -174,6 +176,7 @@ def test_a_worker_takes_the_jobs_lock_and_mode_keeps_its_nodes_cache_and_runs_th
     assert found["lockfile"] == str(package / "kernels.lock") and found["mode"] == "strict"
     assert found["cache"] == str(tmp_path / "node-cache") and found["chained"] == "yes"
     assert found["node"]  # not a Ray worker here: the host's name
+    assert found["ray_started"] is False  # asking Ray for the node where it is not connected would start a cluster
 
     env = clean_env(PYTHONPATH=str(tmp_path), RAY_RUNTIME_ENV_HOOK="my_hooks.their_hook", KERNLOCK_CACHE=str(tmp_path))
     driver = subprocess.run([sys.executable, "-c", DRIVER], env=env, capture_output=True, text=True, cwd=project)
