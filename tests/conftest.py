@@ -22,6 +22,8 @@ Markers (pyproject.toml registers them; README, Developing, says how to pick tes
   the time. Checked as the tests run: a test without the marker that starts such a process (multiprocessing's spawn
   and forkserver children included) fails at teardown, naming it, so ``-m "not subprocess"`` starts none.
 - ``slow``: takes more than about 5 s on a 2-core machine (with the fixtures it alone uses).
+- ``system``: a test of ``tests/system`` (given by its folder, below): ``-m system`` runs the launchers, ranks,
+  clusters (Ray), fleets, other users and installs, ``-m "not system"`` leaves them out.
 - ``binds``: starts `kernlock run` with this interpreter. While that run lasts it binds this Python environment,
   every process of it (docs/clusters.md): a test running beside it in another pytest-xdist worker would load under
   its lock. scripts/test.sh runs these tests after the others, one at a time. Checked as the tests run: a test that
@@ -43,6 +45,14 @@ from processes import ProcessLog
 from kernlock.testing import Catalog, HubServer, build_catalog
 
 PROCESSES = ProcessLog()  # what the running test started (processes.ProcessLog: git left out)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of tests/system ``system``: its folder is its kind."""
+    system = Path(__file__).resolve().parent / "system"
+    for item in items:
+        if system in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.system)
 
 
 def pytest_configure(config: pytest.Config) -> None:
