@@ -208,7 +208,9 @@ def _report(figures: dict[str, dict[str, object]], args: argparse.Namespace) -> 
         "runtime_env instead of taking one it started ahead)"
     )
     setup = statistics.median(figures["setup hook"]["seconds"])  # type: ignore[arg-type]
-    print(f"kernlock.ray.setup_worker() alone, in an interpreter that imported Ray: {1000 * setup:.1f} ms (median of 15)")
+    print(
+        f"kernlock.ray.setup_worker() alone, in an interpreter that imported Ray: {1000 * setup:.1f} ms  (median of 15)"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 
