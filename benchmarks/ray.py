@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace, work: Path) -> int:
         api.lock(project)
         for mode in ("kernlock", "plain", "env_vars"):
             # Two fresh nodes, each its own cache: "warm" gets the build from a first job, "cold" has none.
-            with RayCluster() as cluster:
+            with RayCluster(lean=False) as cluster:  # Ray's defaults: idle workers started ahead
                 cluster.start(_node(work, f"{mode}-warm"), cpus=1, resources={"warm": 100})
                 cluster.add_node(_node(work, f"{mode}-cold"), cpus=1, resources={"cold": 100})
                 _job(project, mode, cluster, "warm", 1)  # fills the warm node's cache

@@ -31,15 +31,11 @@ SESSION_HOME = "PYTEST_KERNLOCK_HOME"
 #: The home the check guards: HOME when the session began.
 REAL_HOME = "PYTEST_KERNLOCK_REAL_HOME"
 
-#: Set for the session: HOME and each XDG folder, at its default place below the session's home (a process that
-#: sets HOME alone finds the same folders).
-FOLDERS = {
-    "HOME": "",
-    "XDG_CACHE_HOME": ".cache",
-    "XDG_CONFIG_HOME": ".config",
-    "XDG_DATA_HOME": ".local/share",
-    "XDG_STATE_HOME": ".local/state",
-}
+#: The session's HOME; the XDG folders are unset (:data:`XDG`), so every process finds them at their default place
+#: below its HOME: the session's, or the one a test gives a process (another Unix user's: the session's home is
+#: root's alone).
+FOLDERS = {"HOME": ""}
+XDG = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
 #: Removed for the session: each would move a cache (kernlock's, huggingface_hub's, kernels', transformers',
 #: datasets', torch's, Triton's, matplotlib's) out of the session's home, into a developer's ``HF_HOME=/data/hf``.
 MOVERS = (
@@ -151,7 +147,7 @@ def redirect() -> None:
     for name, default in KEPT.items():
         if not os.environ.get(name) and (real / default).exists():
             os.environ[name] = str(real / default)
-    for name in MOVERS:
+    for name in (*MOVERS, *XDG):
         os.environ.pop(name, None)
     for name, below in FOLDERS.items():
         (home / below).mkdir(parents=True, exist_ok=True)

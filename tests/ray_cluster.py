@@ -30,6 +30,11 @@ QUIET = {
 }
 
 
+#: For tests on 2 cores: no idle workers started ahead on each node (a job with a runtime_env never takes one; the
+#: others start theirs when they ask). benchmarks/ray.py keeps Ray's defaults.
+LEAN = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -39,7 +44,8 @@ def free_port() -> int:
 class RayCluster:
     """``ray start --head`` and the nodes that join it, each with its own environment; a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lean: bool = True) -> None:
+        self.lean = lean
         # Short: Ray's socket paths live below it (a Unix socket path holds at most 107 bytes).
         self.temp = Path(tempfile.mkdtemp(prefix="kr", dir="/tmp"))
         self.port = free_port()
@@ -78,7 +84,7 @@ class RayCluster:
         argv += [f"--dashboard-agent-listen-port={free_port()}", f"--resources={json.dumps(resources or {})}"]
         child = subprocess.Popen(
             argv,
-            env={**env, **QUIET},
+            env={**env, **QUIET, **(LEAN if self.lean else {})},
             start_new_session=True,  # every process it starts stays in this group: stop() ends them all
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

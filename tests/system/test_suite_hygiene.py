@@ -37,7 +37,6 @@ def test_keeps_the_sessions_home():
 
 def test_gives_the_real_home_back(monkeypatch):
     monkeypatch.setenv("HOME", str(REAL))
-    monkeypatch.delenv("XDG_CACHE_HOME")
     memo.remember("leak", ["given back"], {}, 1)
 """
 

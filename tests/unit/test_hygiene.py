@@ -24,7 +24,7 @@ def test_this_process_has_the_sessions_home_and_caches() -> None:
     assert Path.home() == home and os.path.expanduser("~") == str(home)
     for name, below in hygiene.FOLDERS.items():
         assert os.environ[name] == str(home / below), name
-    assert [name for name in hygiene.MOVERS if name in os.environ] == []
+    assert [name for name in (*hygiene.MOVERS, *hygiene.XDG) if name in os.environ] == []
     from huggingface_hub import constants
 
     assert hfenv.cache_root() == home / ".cache" / "kernlock"
