@@ -198,11 +198,11 @@ def check(
         raise click.UsageError("--to goes with --upgrade (and one --kernel).")
     chosen, lengths = list(dtypes) or None, list(seqlens) or None
     if upgrade:
-        from kernlock.commands import upgrade_check
+        from kernlock.commands.check.upgrade import check_upgrade
 
         if model is not None or batch is not None or plot is not None:
             raise click.UsageError("--model, --batch and --plot go with `check --speed`, not with --upgrade.")
-        result = upgrade_check.check_upgrade(
+        result = check_upgrade(
             project_dir, list(kernels) or None, to, chosen, speed=speed, seqlens=lengths, record=record
         )
         if as_json:
@@ -216,7 +216,7 @@ def check(
         if not result.ok:
             sys.exit(1)
         return
-    from kernlock.commands import check as checking
+    from kernlock.commands.check import command as checking
 
     report = checking.check(
         project_dir,
