@@ -92,6 +92,7 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
         "kernlock.cli.environments",  # `environments` (click only)
         "kernlock.cli.hook",  # the `kernlock hook` group's commands (click only)
         "kernlock.cli.interop",  # `import` and `export` (click only)
+        "kernlock.cli.ray_env",  # `ray-env` (click only)
         "kernlock.cli.run",
         "kernlock.errors",
         "kernlock.util",
