@@ -7,9 +7,10 @@ import sys
 import click
 
 from kernlock._version import __version__
+from kernlock.cli.check import check
 from kernlock.cli.common import Group, examples, handle_errors, mark_verbose, project_option, verbose_option
 from kernlock.cli.common import file_option_value as _file
-from kernlock.cli.run import check, run
+from kernlock.cli.run import run
 from kernlock.errors import DuplicateSpecError
 
 TYPE_CHECKING = False

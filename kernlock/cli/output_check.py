@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 import click
 
 from kernlock.cli.common import print_table
-from kernlock.commands.timing import memory_text, timing_text
+from kernlock.commands.check.timing import memory_text, timing_text
 from kernlock.util.wording import count
 
 if TYPE_CHECKING:
-    from kernlock.commands.check import CheckReport, CheckRow
-    from kernlock.commands.speed import SpeedRow
-    from kernlock.commands.upgrade_check import UpgradeReport
+    from kernlock.commands.check.command import CheckReport, CheckRow
+    from kernlock.commands.check.speed import SpeedRow
+    from kernlock.commands.check.upgrade import UpgradeReport
 
 __all__ = ["print_check", "print_speed", "print_upgrade"]
 

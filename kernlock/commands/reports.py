@@ -104,9 +104,9 @@ def outdated(root: Path | None = None, hub: Hub | None = None) -> Report:
     project = projects.load(projects.locate(root))
     lock = read_lock(project)
     report = outdating.report(project, lock, target_environments(project), hub_client(hub))
-    from kernlock.commands import check_report
+    from kernlock.lock import check_results
 
-    recorded = check_report.read(project.lockfile.parent / check_report.FILE_NAME)
+    recorded = check_results.read(project.lockfile.parent / check_results.FILE_NAME)
     targets = {(c.new.repo, c.new.commit) for c in report.upgrade.changes if c.new is not None}
     checks = [
         {

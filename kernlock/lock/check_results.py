@@ -1,6 +1,6 @@
 """``kernels.check.toml``: the `kernlock check --record` results kept beside a lock, one ``[[check]]`` table per
 locked build and machine (docs/check.md). Read and written here, below both the command that records them
-(:mod:`kernlock.commands.check_report`) and run-time activation, which copies the entries of the builds a model was
+(:mod:`kernlock.commands.check.report`) and run-time activation, which copies the entries of the builds a model was
 computed with into the model's folder (:mod:`kernlock.runtime.provenance`).
 
 A file that does not read as such tables is refused with its name; it is written atomically, sorted by its key.

@@ -22,10 +22,10 @@ from cli import run_cli
 from envs import user_env_for
 from projects import CPU_ENV, own_repo, write_pyproject
 
-from kernlock.commands import regression
-from kernlock.commands.check_report import CheckReport, CheckRow
-from kernlock.commands.speed import SpeedRow
-from kernlock.commands.timing import Timing
+from kernlock.commands.check import regression
+from kernlock.commands.check.report import CheckReport, CheckRow
+from kernlock.commands.check.speed import SpeedRow
+from kernlock.commands.check.timing import Timing
 from kernlock.testing import Catalog, HubServer
 
 pytestmark = pytest.mark.subprocess  # every test here starts kernlock, Python or a server process

@@ -19,7 +19,7 @@ from cli import assert_clean_error, run_cli
 from envs import user_env_for
 from projects import CPU_ENV, write_pyproject
 
-from kernlock.commands.timing import figure
+from kernlock.commands.check.timing import figure
 from kernlock.lock import file as lockfile
 from kernlock.testing import Catalog, HubServer
 

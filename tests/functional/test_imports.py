@@ -86,6 +86,7 @@ def test_help_and_version_import_only_click(flag: str, tmp_path: Path, user_env:
         "kernlock.cli",
         "kernlock.cli.airgap",  # `bundle` and `serve` (click only)
         "kernlock.cli.app",
+        "kernlock.cli.check",  # `check` (click only)
         "kernlock.cli.common",
         "kernlock.cli.console",
         "kernlock.cli.environments",  # `environments` (click only)

@@ -6,9 +6,9 @@
   grouped-query (GQA) attention at shapes that resemble training (:data:`ATTENTION_SHAPES`).
 * A **layer kernel**: each layer whose reference is known, bound to the module it replaces (as ``kernelize`` runs
   it), against that module, at a training-sized hidden state (:data:`LAYER_SIZES`).
-* The **training step** of one model with each attention implementation: :mod:`kernlock.commands.training`.
+* The **training step** of one model with each attention implementation: :mod:`kernlock.commands.check.training`.
 
-Each case reports the forward and the forward+backward time (median and spread, :mod:`kernlock.commands.timing`)
+Each case reports the forward and the forward+backward time (median and spread, :mod:`kernlock.commands.check.timing`)
 and peak memory (CUDA only). A path that raises (a dtype the kernel refuses, out of memory) is reported with its
 error and no figure; speed is never a failure.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypedDict
 
-from kernlock.commands import parity
-from kernlock.commands.timing import Timing, measure, peak_memory
+from kernlock.commands.check import parity
+from kernlock.commands.check.timing import Timing, measure, peak_memory
 
 __all__ = [
     "ATTENTION_SHAPES",

@@ -3,8 +3,8 @@ Hub" page ends with, for this lock, this model and this machine.
 
 Two horizontal bar panels, time per training step (ms) and peak allocated memory (MiB; on the CPU the panel says
 it was not measured), one bar per implementation (eager, sdpa, each locked kernel as ``repo@commit``), each
-labelled with the very text the table prints (:func:`~kernlock.commands.timing.timing_text`,
-:func:`~kernlock.commands.timing.memory_text`): the picture and the table cannot disagree. SVG text stays text
+labelled with the very text the table prints (:func:`~kernlock.commands.check.timing.timing_text`,
+:func:`~kernlock.commands.check.timing.memory_text`): the picture and the table cannot disagree. SVG text stays text
 (``svg.fonttype`` none). matplotlib (``kernlock[plot]``) is imported here only, and only with ``--plot``; the file
 is written atomically.
 """
@@ -14,15 +14,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from kernlock.commands.check_report import CheckReport
-from kernlock.commands.timing import memory_text, timing_text
+from kernlock.commands.check.report import CheckReport
+from kernlock.commands.check.timing import memory_text, timing_text
 from kernlock.errors import ProjectError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from kernlock.commands.speed import SpeedRow
+    from kernlock.commands.check.speed import SpeedRow
 
 __all__ = ["INSTALL", "SUFFIXES", "draw", "prepare"]
 

@@ -1,4 +1,4 @@
-"""`kernlock check --speed`'s training step: one model (:mod:`kernlock.commands.training_models`: a preset or the
+"""`kernlock check --speed`'s training step: one model (:mod:`kernlock.commands.check.training_models`: a preset or the
 user's config folder) trained a few steps with each attention implementation — ``eager``, ``sdpa`` and every
 locked attention kernel — the comparison the TRL "Kernels Hub" page makes (time per training step and peak memory),
 on this machine.
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernlock.commands.speed import Base, SpeedRow
-from kernlock.commands.timing import measure, read_peak, reset_peak, synchronize
-from kernlock.commands.training_models import Setup, TrainedModel
+from kernlock.commands.check.speed import Base, SpeedRow
+from kernlock.commands.check.timing import measure, read_peak, reset_peak, synchronize
+from kernlock.commands.check.training_models import Setup, TrainedModel
 
 __all__ = ["REFERENCES", "STEPS", "WARMUP", "training_speed"]
 

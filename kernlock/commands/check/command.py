@@ -4,20 +4,20 @@
 Every locked entry of this environment is first verified in the cache (:func:`kernlock.sync.integrity.check_variant`:
 not synced is an error naming `kernlock sync`, so no request is made), then loaded exactly as activation loads it
 (kernlock activated in this process with the project's lock, strict mode) and compared with the torch path it
-replaces (:mod:`kernlock.commands.parity`) on this machine's device. ``speed`` also times it against that path
-(:mod:`kernlock.commands.speed`), trains one model with eager, sdpa and every locked attention kernel
-(:mod:`kernlock.commands.training`; ``model``, ``batch``: :mod:`kernlock.commands.training_models`), draws that
-comparison with ``plot`` (:mod:`kernlock.commands.speed_plot`) and compares the figures with those recorded for the
-build it replaced (:mod:`kernlock.commands.regression`). ``record`` writes the results to ``kernels.check.toml``
-beside the lock (:mod:`kernlock.commands.check_report`), keyed by commit, variant and environment. `check --upgrade`
-is :mod:`kernlock.commands.upgrade_check`.
+replaces (:mod:`kernlock.commands.check.parity`) on this machine's device. ``speed`` also times it against that
+path (:mod:`kernlock.commands.check.speed`), trains one model with eager, sdpa and every locked attention kernel
+(:mod:`kernlock.commands.check.training`; ``model``, ``batch``: :mod:`kernlock.commands.check.training_models`),
+draws that comparison with ``plot`` (:mod:`kernlock.commands.check.speed_plot`) and compares the figures with those
+recorded for the build it replaced (:mod:`kernlock.commands.check.regression`). ``record`` writes the results to
+``kernels.check.toml`` beside the lock (:mod:`kernlock.commands.check.report`), keyed by commit, variant and
+environment. `check --upgrade` is :mod:`kernlock.commands.check.upgrade`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kernlock.commands.check_report import CheckReport, CheckRow
+from kernlock.commands.check.report import CheckReport, CheckRow
 from kernlock.errors import KernlockError, LockError, ProjectError
 from kernlock.lock.model import Lock, LockedKernel
 
@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from kernlock.commands.speed import Base, SpeedRow
+    from kernlock.commands.check.speed import Base, SpeedRow
 
 __all__ = ["CheckReport", "CheckRow", "check", "check_lock", "entries_here"]
 
@@ -63,13 +63,13 @@ def check(
     """Check every locked kernel of this environment (``kernels``: only these repos); see the module."""
     from dataclasses import replace
 
-    from kernlock.commands import check_report
     from kernlock.commands import lock as locking
+    from kernlock.commands.check import report as results
     from kernlock.environments.environment import detect
     from kernlock.project import inputs as projects
 
     if plot is not None:
-        from kernlock.commands import speed_plot
+        from kernlock.commands.check import speed_plot
 
         if not speed:
             raise ProjectError("--plot draws the training step of --speed: add --speed.")
@@ -90,12 +90,12 @@ def check(
         train=plot is not None,
     )
     if speed:
-        from kernlock.commands import regression
+        from kernlock.commands.check import regression
 
-        recorded = check_report.read(project.lockfile.parent / check_report.FILE_NAME)
+        recorded = results.read(project.lockfile.parent / results.FILE_NAME)
         report = replace(report, regressions=tuple(regression.regressions(recorded, report)))
     if record:
-        report = replace(report, recorded=check_report.write(project.lockfile.parent, report))
+        report = replace(report, recorded=results.write(project.lockfile.parent, report))
     if plot is not None:
         report = replace(report, plotted=speed_plot.draw(report, plot))
     return report
@@ -117,7 +117,7 @@ def check_lock(
     ``train``: run the training step (eager and sdpa) even when no attention kernel is checked."""
     from dataclasses import replace
 
-    from kernlock.commands import parity, training_models
+    from kernlock.commands.check import parity, training_models
     from kernlock.runtime import activation as runtime
     from kernlock.sync.integrity import check_variant
 
@@ -193,8 +193,8 @@ def check_lock(
             attention += [build] if "attention" in found else []
     setup = None
     if trained is not None and (attention or train):
-        from kernlock.commands.speed import SEQLENS, speed_dtypes
-        from kernlock.commands.training import training_speed
+        from kernlock.commands.check.speed import SEQLENS, speed_dtypes
+        from kernlock.commands.check.training import training_speed
 
         setup = trained.setup((seqlens or SEQLENS[device])[0], speed_dtypes(device, dtypes)[0])
         timed += training_speed(attention, trained, setup, device)
@@ -211,7 +211,7 @@ def _speed(
     seqlens: list[int] | None,
 ) -> list[SpeedRow]:
     """`--speed`'s rows for one loaded kernel: its attention or layers against their torch paths."""
-    from kernlock.commands import speed
+    from kernlock.commands.check import speed
 
     chosen = speed.speed_dtypes(device, dtypes)
     lengths = list(seqlens or speed.SEQLENS[device])

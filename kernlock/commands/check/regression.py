@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock.commands.check_report import CheckReport
+from kernlock.commands.check.report import CheckReport
 
 __all__ = ["THRESHOLD", "Slowdown", "figures", "label", "regressions", "worst"]
 

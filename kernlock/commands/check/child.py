@@ -1,7 +1,7 @@
-"""The process `kernlock check --upgrade` starts for each side (:mod:`kernlock.commands.upgrade_check`): `check` of
+"""The process `kernlock check --upgrade` starts for each side (:mod:`kernlock.commands.check.upgrade`): `check` of
 some kernels of one lock file, activated with that lock, the report written as JSON to the path it is given.
 
-``python -m kernlock.commands.check_child REQUEST``, where REQUEST is JSON: ``lockfile``, ``kernels`` (repos),
+``python -m kernlock.commands.check.child REQUEST``, where REQUEST is JSON: ``lockfile``, ``kernels`` (repos),
 ``environment``, ``dtypes``, ``speed``, ``seqlens``, ``out``. An error kernlock explains is written as
 ``{"error": message}``; anything else ends the process with its traceback (the parent shows its last lines).
 """
@@ -18,7 +18,7 @@ __all__ = ["main"]
 
 
 def main(argv: list[str]) -> int:
-    from kernlock.commands.check import check_lock, entries_here
+    from kernlock.commands.check.command import check_lock, entries_here
     from kernlock.lock import file as lockfile
 
     request = json.loads(argv[1])

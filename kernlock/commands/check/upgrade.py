@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernlock.commands import regression
-from kernlock.commands.check import entries_here
-from kernlock.commands.check_report import CheckReport
+from kernlock.commands.check import regression
+from kernlock.commands.check.command import entries_here
+from kernlock.commands.check.report import CheckReport
 from kernlock.errors import KernlockError, ProjectError
 from kernlock.lock.model import LockedKernel
 from kernlock.project.inputs import Pin, Upgrade
@@ -117,8 +117,8 @@ def check_upgrade(
     hub: Hub | None = None,
 ) -> UpgradeReport:
     """See the module; ``kernels``/``to`` as `check --upgrade --kernel NAME [--to REV]`."""
-    from kernlock.commands import check_report
     from kernlock.commands import lock as locking
+    from kernlock.commands.check import report as results
     from kernlock.environments.environment import detect
     from kernlock.lock import file as lockfile
     from kernlock.project import inputs as projects
@@ -163,8 +163,8 @@ def check_upgrade(
     pairs = tuple(_pair(old, new, environment, locked, upgraded) for old, new in moves)
     recorded = None
     if record:
-        check_report.write(project.lockfile.parent, locked)
-        recorded = check_report.write(project.lockfile.parent, upgraded)
+        results.write(project.lockfile.parent, locked)
+        recorded = results.write(project.lockfile.parent, upgraded)
     return UpgradeReport(
         environment=environment,
         device=upgraded.device,
@@ -197,11 +197,11 @@ def _fetch(project: Any, moved: Any, environment: str, hub: Hub) -> None:
 
 
 def _child(lockfile: Path, repos: list[str], options: dict[str, Any]) -> CheckReport:
-    """`check` of ``repos`` under ``lockfile`` in a fresh process (:mod:`kernlock.commands.check_child`)."""
+    """`check` of ``repos`` under ``lockfile`` in a fresh process (:mod:`kernlock.commands.check.child`)."""
     with tempfile.TemporaryDirectory(prefix="kernlock-check-") as folder:
         out = Path(folder) / "report.json"
         request = {**options, "lockfile": str(lockfile), "kernels": repos, "out": str(out)}
-        command = [sys.executable, "-m", "kernlock.commands.check_child", json.dumps(request)]
+        command = [sys.executable, "-m", "kernlock.commands.check.child", json.dumps(request)]
         done = subprocess.run(command, env=dict(os.environ), capture_output=True, text=True)
         try:
             answer = json.loads(out.read_text(encoding="utf-8"))

@@ -20,8 +20,8 @@ from kernlock.lock.check_results import FILE_NAME, read
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kernlock.commands.speed import SpeedRow
-    from kernlock.commands.training_models import Setup
+    from kernlock.commands.check.speed import SpeedRow
+    from kernlock.commands.check.training_models import Setup
 
 __all__ = ["FILE_NAME", "CheckReport", "CheckRow", "read", "write"]
 
@@ -100,8 +100,8 @@ class CheckReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckReport:
-        from kernlock.commands.speed import SpeedRow
-        from kernlock.commands.training_models import Setup
+        from kernlock.commands.check.speed import SpeedRow
+        from kernlock.commands.check.training_models import Setup
 
         return cls(
             environment=data["environment"],
