@@ -156,12 +156,16 @@ def test_an_older_version_is_read_as_it_is_without_what_came_later(version: str)
             assert all(value == spec.default for value in values), (cls.__name__, key)
 
 
+#: The document's keys that are no field of the model: who wrote it, its hash, the revision of its version.
+HEADER = {schema.CREATED_BY, schema.HASH_KEY, schema.REVISION_KEY}
+
+
 def test_a_lock_of_each_version_is_written_with_exactly_the_fields_that_version_has() -> None:
     current = lockfile.loads(golden(CURRENT))
     for version in READ:
         text = lockfile.dumps(dataclasses.replace(current, version=version))
         for cls, tables in _tables(tomllib.loads(text)).items():
-            written = {key for table in tables for key in table} - {schema.CREATED_BY, schema.HASH_KEY}
+            written = {key for table in tables for key in table} - HEADER
             assert written <= {f.key for f in schema.fields(cls) if schema.present_in(f, version)}, (version, cls)
         assert lockfile.loads(text).version == version  # its own reader reads it
 
@@ -206,7 +210,7 @@ def test_every_model_field_is_declared_and_in_the_golden_locks_of_its_versions()
         data = tomllib.loads(golden(f"v{version}.lock"))
         assert data["lock-version"] == version
         for cls, tables in _tables(data).items():
-            written = {key for table in tables for key in table} - {schema.CREATED_BY, schema.HASH_KEY}
+            written = {key for table in tables for key in table} - HEADER
             declared = {f.key for f in schema.fields(cls) if schema.present_in(f, version)}
             assert written == declared, (version, cls.__name__)  # each key in the golden of every version it is in
 
@@ -239,9 +243,15 @@ def _without(data: dict[str, Any], keys: set[tuple[type, str]]) -> dict[str, Any
 def test_every_declared_field_is_read_at_the_versions_that_have_it_and_refused_before() -> None:
     data = tomllib.loads(golden(CURRENT))
     del data[schema.HASH_KEY]
+    revision = data.pop(schema.REVISION_KEY, 0)  # a revision belongs to its version: the others are read without
     for version in schema.READ_VERSIONS:
         data[schema.VERSION_KEY] = version
-        later = {(cls, f.key) for cls in MODELS for f in schema.fields(cls) if not schema.present_in(f, version)}
+        at = revision if version == schema.LOCK_VERSION else 0
+        if at:
+            data[schema.REVISION_KEY] = at
+        else:
+            data.pop(schema.REVISION_KEY, None)
+        later = {(cls, f.key) for cls in MODELS for f in schema.fields(cls) if not schema.present_in(f, version, at)}
         for cls, key in later:  # a key of a later version alone in a lock of this one: refused, by name
             alone = _without(data, later - {(cls, key)})
             if any(key in table for table in _tables(alone)[cls]):  # (not a key of a table that came later too)
@@ -259,7 +269,9 @@ def test_every_declared_field_round_trips_through_reader_writer_and_the_json_vie
     assert [document.entry_table(k) for k in lock.kernels] == data["kernel"]
     assert {k: v for k, v in data.items() if k != "kernel"} == {
         k: v for k, v in document.plain(lock).items() if k != "kernel"
-    } | {schema.CREATED_BY: "kernlock", schema.HASH_KEY: data[schema.HASH_KEY]}
+    } | {schema.CREATED_BY: "kernlock", schema.HASH_KEY: data[schema.HASH_KEY]} | (
+        {schema.REVISION_KEY: data[schema.REVISION_KEY]} if schema.REVISION_KEY in data else {}
+    )
     # the JSON views carry every plain field of an entry under its lock key, an empty list too
     plain = [f for f in schema.fields(LockedKernel) if f.plain]
     assert {f.key for f in plain} >= {"repo", "requested", "ref", "commit", "environments", "required-by"}
