@@ -148,7 +148,7 @@ def test_the_wheel_ships_py_typed_and_the_testing_hub(tmp_path: Path) -> None:
     assert done.returncode == 0, "building the wheel failed (hatchling is in the test extra):\n" + done.stderr[-3000:]
     [wheel] = tmp_path.glob("kernlock-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"kernlock/py.typed", "kernlock/testing/__init__.py", "kernlock/testing/server.py"} <= names
+    assert {"kernlock/py.typed", "kernlock/testing/__init__.py", "kernlock/testing/server/__init__.py"} <= names
     assert {"kernlock/testing/fixtures/__init__.py", "kernlock/runtime/state.py"} <= names
     assert "kernlock/testing/fixtures/_kernel_sources/init_head.py" in names  # the fixture builds' sources
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]

@@ -1,6 +1,7 @@
 """Rules the test suite keeps about itself: no wall-clock assertion (speed lives in benchmarks/, measured as
 medians; tests assert on what the request log records), and no test helper copied between test files. And rules
-the code keeps: no import cycle, small modules, a declared API (``__all__``, ``py.typed`` in the wheel)."""
+the code keeps: no import cycle, no module too big to review, a declared API (``__all__``, ``py.typed`` in the
+wheel)."""
 
 from __future__ import annotations
 
@@ -45,11 +46,13 @@ def test_child_process_helpers_live_in_processes_py() -> None:
     assert all(found == ["processes.py"] for found in copies.values()), copies
 
 
-# -- the code: an acyclic import graph, small modules, a declared API -------------------------------------------
+# -- the code: an acyclic import graph, no module too big to review, a declared API -----------------------------
 
 PACKAGE = TESTS.parent / "kernlock"
-#: Lines a module of kernlock/ may have (kernlock/testing, a test fixture with its kernel sources, is exempt).
-MAX_LINES = 400
+#: Lines past which a module of kernlock/ (kernlock/testing too) is refused: a size no reviewer would accept. The
+#: rule itself is the review's (docs/architecture.md, "Module size"): a module is split when it holds two jobs; about
+#: 400 lines is a reason to look, not a bound that makes code move.
+MAX_LINES = 600
 
 
 def _module_name(path: Path) -> str:
@@ -215,12 +218,11 @@ def _over_size() -> list[str]:
     return [
         f"{path.relative_to(PACKAGE.parent)} ({lines} lines)"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if "testing" not in path.relative_to(PACKAGE).parts
-        and (lines := len(path.read_text().splitlines())) > MAX_LINES
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
     ]
 
 
-def test_no_module_outside_testing_is_over_400_lines() -> None:
+def test_no_module_is_over_600_lines() -> None:
     assert _over_size() == [], f"modules over {MAX_LINES} lines (split them by job):\n" + "\n".join(_over_size())
 
 
