@@ -227,8 +227,9 @@ def _previous_pins(project: Project, hub: Hub, repair: bool = True) -> tuple[Loc
             raise
         from kernlock.resolve import repair as repairs
 
-        found = repairs.salvage(lockfile.read_text(project.lockfile), err.why, hub)
-        return None, found, f"kernels.lock failed its checks: {err.why}"
+        why = err.why or str(err)
+        found = repairs.salvage(lockfile.read_text(project.lockfile), why, hub)
+        return None, found, f"kernels.lock failed its checks: {why}"
 
 
 def _report(salvaged: Salvage | None, new: Lock, project: Project) -> Repair | None:

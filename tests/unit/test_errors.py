@@ -1,0 +1,302 @@
+"""The error family (kernlock.errors): every class lives there and derives from KernlockError, ``str(err)`` joins
+its parts by one rule, and each site built from parts keeps its fix apart (``.fix``), as the user reads it."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pickle
+import socket
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kernlock
+from kernlock import errors
+from kernlock.errors import KernlockError
+
+ROOT = Path(kernlock.__file__).parent
+
+#: The exceptions that may live outside errors.py (errors.py's docstring says why): internal ValueErrors that are
+#: re-raised as a KernlockError or skipped, and control flow that never leaves its module.
+INTERNAL = {"VariantNameError", "BadToken", "FactError", "Cancelled", "Retry", "Abort"}
+
+
+def _exception_classes() -> dict[str, str]:
+    """Every class of kernlock (the fixture of kernlock.testing aside) whose base is an exception: name -> module."""
+    family = set(errors.__all__)
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        if "testing" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {
+                b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases
+            }
+            if any(b in family or b.endswith(("Error", "Exception")) for b in bases):
+                found[node.name] = str(path.relative_to(ROOT))
+    return found
+
+
+def test_every_error_class_lives_in_errors_and_derives_from_kernlock_error() -> None:
+    classes = _exception_classes()
+    outside = {name: where for name, where in classes.items() if where != "errors.py" and name not in INTERNAL}
+    assert not outside, outside
+    assert set(classes) >= INTERNAL  # the list names what is there
+    for name in INTERNAL:
+        assert name in (errors.__doc__ or ""), name  # and errors.py says why each stays outside
+    for name, where in classes.items():
+        if where == "errors.py":
+            cls = getattr(errors, name)
+            assert issubclass(cls, KernlockError) and name in errors.__all__, name
+
+
+@pytest.mark.parametrize(
+    ("parts", "line"),
+    [
+        ({"what": "a whole sentence, as before."}, "a whole sentence, as before."),
+        ({"what": "no full stop added to the old form"}, "no full stop added to the old form"),
+        ({"what": "cannot run 'x'", "why": "No such file"}, "cannot run 'x': No such file."),
+        ({"what": "no lock file at /p", "fix": "run `kernlock lock`"}, "no lock file at /p; run `kernlock lock`."),
+        (
+            {"what": "cannot remove /s/f", "why": "Permission denied", "fix": "run as its owner"},
+            "cannot remove /s/f: Permission denied; run as its owner.",
+        ),
+        (
+            {"what": "it changed; no bundle was written", "fix": "Run `kernlock sync`, then bundle again"},
+            "it changed; no bundle was written. Run `kernlock sync`, then bundle again.",
+        ),
+        ({"what": "x", "fix": "name a file, e.g. `-o a.tar`."}, "x; name a file, e.g. `-o a.tar`."),
+    ],
+)
+def test_str_joins_the_parts_by_one_rule(parts: dict[str, str], line: str) -> None:
+    err = KernlockError(**parts)
+    assert str(err) == line == errors.message(**parts)
+    assert (err.what, err.why, err.fix) == (parts["what"], parts.get("why"), parts.get("fix"))
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        errors.LockError("kernels.lock is stale", fix="run `kernlock lock`"),
+        errors.ActivationError("a load", why="no build", fix="run `kernlock lock`"),
+        errors.SkippedKernelError("not locked here"),
+        errors.VariantNotSynced("org/a v (commit 1)", fix="run `kernlock sync`", detail="nothing of it"),
+    ],
+)
+def test_an_error_pickles_with_its_parts(err: KernlockError) -> None:
+    """A process pool or a Ray worker sends errors back pickled: the line and the parts survive."""
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err) and str(back) == str(err)
+    assert (back.what, back.why, back.fix) == (err.what, err.why, err.fix)
+    assert getattr(back, "detail", None) == getattr(err, "detail", None)
+
+
+# -- the sites built from parts, one module at a time ---------------------------------------------------------
+
+
+def test_damaged_lock_keeps_place_failure_and_repair_apart() -> None:
+    from kernlock.lock.validate import REPAIR, damaged
+
+    err = damaged("kernels.lock", "it holds git merge-conflict markers")
+    assert str(err) == f"kernels.lock: it holds git merge-conflict markers; {REPAIR}."
+    assert (err.what, err.why, err.fix) == ("kernels.lock", "it holds git merge-conflict markers", REPAIR)
+
+
+def test_bundle_errors_name_their_fix(tmp_path: Path) -> None:
+    from kernlock.airgap import bundle
+
+    with pytest.raises(errors.BundleError) as missing:
+        bundle.load(tmp_path / "none.tar")
+    assert missing.value.fix == f"make one with `kernlock bundle -o {tmp_path / 'none.tar'}` on the connected machine"
+    (tmp_path / "junk.tar").write_bytes(b"not a tar archive" * 100)
+    with pytest.raises(errors.BundleError) as junk:
+        bundle.load(tmp_path / "junk.tar")
+    assert "is not a usable kernlock bundle" in str(junk.value) and "nothing was installed. Make it again" in str(
+        junk.value
+    )
+    assert junk.value.fix == "Make it again with `kernlock bundle -o FILE` on the connected machine and copy it whole"
+    assert junk.value.why is not None and junk.value.why.startswith("not an uncompressed tar archive")
+
+
+def test_bundle_and_serve_arguments_name_their_fix(tmp_path: Path) -> None:
+    from kernlock.commands import airgap
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.kernlock.kernels]\n')
+    with pytest.raises(errors.ArgumentError) as folder:
+        airgap.bundle(tmp_path, str(tmp_path), None)
+    assert (
+        str(folder.value) == f"-o {tmp_path} is a folder; name a new file for the bundle, e.g. `-o kernels-bundle.tar`."
+    )
+    assert folder.value.fix == "name a new file for the bundle, e.g. `-o kernels-bundle.tar`"
+    with pytest.raises(errors.ArgumentError) as both:
+        airgap.mirror_app(tmp_path, bundle=tmp_path / "b.tar", cache=tmp_path)
+    assert both.value.fix == "serve from a bundle (--from) or from a kernel cache (--cache), not both"
+
+
+def test_serve_names_its_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.airgap import mirror
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(errors.ServeError) as busy:
+            mirror._check_free("127.0.0.1", port)
+    assert busy.value.what == f"cannot listen on 127.0.0.1 port {port}"
+    assert busy.value.fix == "pick another with `--port` (or `--host`)"
+    monkeypatch.setitem(sys.modules, "gunicorn.app.base", None)  # as if gunicorn were not installed
+    with pytest.raises(errors.ServeError) as absent:
+        mirror.run(Any, "127.0.0.1", port, 1, 1, "-")
+    assert str(absent.value).startswith("`kernlock serve` runs on gunicorn, which is not installed; install it with")
+    assert absent.value.fix == "install it with `pip install 'kernlock[serve]'` (or `pip install gunicorn`)"
+
+
+def test_hook_errors_name_their_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.commands import hook
+
+    with pytest.raises(errors.LockError) as nolock:
+        hook.install(tmp_path / "kernels.lock", None, None)
+    assert str(nolock.value).startswith(f"no lock file at {tmp_path / 'kernels.lock'}; run `kernlock lock`")
+    assert nolock.value.fix == "run `kernlock lock` in the project, or fix --lockfile"
+    (tmp_path / hook.PTH_NAME).mkdir()  # a folder where the hook's file is: it cannot be removed
+    monkeypatch.setattr(hook, "site_packages", lambda python: tmp_path)
+    with pytest.raises(errors.HookError) as stuck:
+        hook.uninstall(None)
+    assert stuck.value.what == f"cannot remove {tmp_path / hook.PTH_NAME}" and stuck.value.why
+    assert stuck.value.fix == "run as its owner"
+
+
+def test_run_binding_errors_name_their_fix(tmp_path: Path) -> None:
+    from kernlock.commands import runbind
+    from kernlock.runtime import runs
+
+    if not runbind.SUPPORTED:
+        pytest.skip("no binding on this platform")
+    env = {"KERNLOCK_LOCKFILE": str(tmp_path / "kernels.lock")}
+    (tmp_path / "file").write_text("")  # a site-packages that cannot be written
+    with pytest.raises(errors.BindingError) as unbound:
+        runbind.bind(env, ("env", "-i", "python"), tmp_path / "file")
+    assert unbound.value.what == f"cannot bind {tmp_path / 'file'} to the lock for this run"
+    assert unbound.value.fix == (
+        f"Run `kernlock hook install --lockfile {tmp_path / 'kernels.lock'}` as the environment's owner, or launch "
+        "so that the environment is passed on"
+    )
+    site = tmp_path / "site"
+    site.mkdir()
+    other = {
+        "host": "elsewhere",  # another host's run, its file fresh: it still runs
+        "pid": 1,
+        "start": 0,
+        "uid": os.getuid(),
+        "clears": None,
+        "settings": {"KERNLOCK_LOCKFILE": "/other/kernels.lock"},
+    }
+    (site / f"{runbind.PTH_PREFIX}elsewhere-1.pth").write_text(
+        f"import {runbind.RUN_MODULE}\n{runs.OWNER_PREFIX}{other!r}\n"
+    )
+    with pytest.raises(errors.BindingError) as mixed:
+        runbind.bind(env, ("env", "-i", "python"), site)
+    assert "Wait for it" in str(mixed.value) and "could not tell the two locks apart. Wait" in str(mixed.value)
+    assert mixed.value.fix == "Wait for it to end, or run from a Python environment of its own"
+
+
+def test_ranks_that_differ_name_their_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock import distributed
+
+    dist = pytest.importorskip("torch.distributed")
+
+    def all_gather_object(out: list[Any], mine: Any, group: Any = None) -> None:
+        out[:] = [mine, {"org/a": "b" * 40}]
+
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)  # two ranks, without a process group
+    monkeypatch.setattr(dist, "all_gather_object", all_gather_object)
+    monkeypatch.setattr(distributed, "loaded_commits", lambda: {"org/a": "a" * 40})
+    with pytest.raises(errors.RankMismatchError) as differ:
+        distributed.check_ranks()
+    assert str(differ.value).startswith("the ranks loaded different kernel commits: org/a: ")
+    assert differ.value.fix == (
+        "give every node the same kernels.lock (`kernlock run -- <launcher>`, or `kernlock hook install --lockfile "
+        "PATH` on each node's environment)"
+    )
+
+
+def test_an_unwritable_answer_cache_names_its_fix(tmp_path: Path) -> None:
+    from kernlock.hub.client import Hub
+
+    with pytest.raises(errors.CacheError) as unwritable:
+        Hub._write_cache(tmp_path / ("x" * 300), b"{}")  # a name too long: not a read-only or full disk
+    assert unwritable.value.fix == "point KERNLOCK_CACHE at a writable folder and try again"
+    assert str(unwritable.value).endswith("; point KERNLOCK_CACHE at a writable folder and try again.")
+
+
+def test_an_export_that_cannot_hold_the_lock_names_its_fix() -> None:
+    from kernlock.lock import interop
+
+    def entry(commit: str, rev: str, environment: str) -> Any:
+        return types.SimpleNamespace(repo="org/a", requested=rev, commit=commit, environments=(environment,))
+
+    lock: Any = types.SimpleNamespace(
+        environments=("e1", "e2"), kernels=[entry("a" * 40, "v1", "e1"), entry("b" * 40, "v2", "e2")]
+    )
+    with pytest.raises(errors.ArgumentError) as unknown:
+        interop.kernels_pins(lock, "e3")
+    assert str(unknown.value) == "--environment e3: kernels.lock covers e1, e2; pick one of them."
+    assert unknown.value.fix == "pick one of them"
+    with pytest.raises(errors.ExportError) as two:
+        interop.kernels_pins(lock)
+    assert two.value.fix == "choose with `kernlock export --format kernels --environment ENV`"
+    assert [pin.commit for pin in interop.kernels_pins(lock, "e2")] == ["b" * 40]
+
+
+def test_a_full_disk_names_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from kernlock.sync import disk_space
+
+    full = disk_space.full_disk(tmp_path, OSError(errno.ENOSPC, "No space left on device"))
+    assert full is not None and full.fix == disk_space.FREE_SPACE
+    assert (
+        f"is full ({full.what.split('(', 1)[1]}: No space left on device; no partial file was kept. Free space"
+        in str(full)
+    )
+    monkeypatch.setattr(disk_space, "needed_bytes", lambda pairs, cache: 10 << 20)
+    monkeypatch.setattr(disk_space, "_free", lambda cache: 1 << 20)
+    with pytest.raises(errors.DiskFullError) as room:
+        disk_space.require_space([], tmp_path)
+    assert str(room.value).startswith(f"not enough room for the kernel files in {tmp_path}: they need ")
+    assert "(10485760 bytes) and the disk has" in str(room.value) and room.value.why is not None
+    assert "; nothing was downloaded. Free space there, or point KERNELS_CACHE" in str(room.value)
+    assert room.value.fix == (
+        "Free space there, or point KERNELS_CACHE (or HF_HUB_CACHE) at a disk with room, then run `kernlock sync` again"
+    )
+
+
+def _entry(commit: str = "c" * 40, **fields: Any) -> Any:
+    return types.SimpleNamespace(repo="org/a", requested="v1", ref="v1", commit=commit, **fields)
+
+
+def test_resuming_on_other_builds_names_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.runtime import policy, provenance
+
+    (tmp_path / "kernels.lock").write_text("")
+    theirs = _entry("a" * 40, variants=(types.SimpleNamespace(name="cpu"),))
+    mine = _entry("b" * 40, variant_for=lambda environment: types.SimpleNamespace(name="cpu"))
+    view = types.SimpleNamespace(entry_for=lambda repo, environment: mine)
+    monkeypatch.setattr(provenance, "enabled", lambda: True)
+    monkeypatch.setattr(provenance, "refusal", lambda where: None)
+    monkeypatch.setattr(provenance.lockfile, "read_foreign", lambda path: types.SimpleNamespace(kernels=[theirs]))
+    monkeypatch.setattr(policy, "current_lock", lambda: (view, "cpu"))
+    monkeypatch.setattr(policy, "strict", lambda: True)
+    with pytest.raises(errors.OtherBuildsError) as other:
+        provenance.compare(tmp_path)
+    assert ". Resuming would change the kernel builds mid-run; run on the model's builds" in str(other.value)
+    assert other.value.fix == (
+        f"run on the model's builds with `kernlock add --from {tmp_path}`, or set KERNLOCK_MODE=warn to go on with "
+        f"this run's builds ({provenance.ENV}=0 turns this comparison off)"
+    )
