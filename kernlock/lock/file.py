@@ -87,8 +87,9 @@ def read_foreign(path: Path) -> Lock:
 def foreign_too_large(where: str, limit: int = FOREIGN_MAX) -> LockError:
     """The refusal of a lock from elsewhere larger than ``limit`` bytes: one line, naming the fix."""
     return LockError(
-        f"{where} is over {limit >> 20} MiB, more than any lock a model or another tool carries (a few KiB): "
-        "kernlock does not read it; delete it, or write it again (save the model from an activated process)."
+        f"{where} is over {limit >> 20} MiB, more than any lock a model or another tool carries (a few KiB)",
+        why="kernlock does not read it",
+        fix="delete it, or write it again (save the model from an activated process)",
     )
 
 
@@ -103,9 +104,9 @@ def read_text(path: Path, limit: int | None = None) -> str:
             with open(path, "rb") as handle:
                 data = handle.read(limit + 1)
     except FileNotFoundError as err:
-        raise LockError(f"no {LOCK_NAME} at {path}; run `kernlock lock` to create it.") from err
+        raise LockError(f"no {LOCK_NAME} at {path}", fix="run `kernlock lock` to create it") from err
     except OSError as err:
-        raise LockError(f"cannot read {path} ({err.strerror or err}); check its permissions.") from err
+        raise LockError(f"cannot read {path}", why=f"{err.strerror or err}", fix="check its permissions") from err
     if limit is not None and len(data) > limit:
         raise foreign_too_large(str(path), limit)
     try:

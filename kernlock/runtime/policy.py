@@ -212,7 +212,7 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
         return None
     entry = state.lock.entry_for(repo, state.environment)
     if entry is None or entry.variant_for(state.environment) is None:
-        raise ActivationError(_not_covered(state, settings.lockfile))
+        raise _not_covered(state, settings.lockfile)
     return entry
 
 
@@ -222,11 +222,11 @@ def _spec(repo: str, asked: str) -> str:
     return f"{repo}@v{value}" if kind == "version" else f"{repo}@{value}" if kind == "revision" else repo
 
 
-def _not_covered(state: _State, lockfile: str) -> str:
+def _not_covered(state: _State, lockfile: str) -> ActivationError:
     covered = ", ".join(state.lock.environments) or "none"
-    return (
-        f"{lockfile} does not cover this environment, {state.environment} (it covers: {covered}); "
-        f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`.'
+    return ActivationError(
+        f"{lockfile} does not cover this environment, {state.environment} (it covers: {covered})",
+        fix=f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`',
     )
 
 
@@ -258,14 +258,15 @@ def note_version(repo: str, version: int, entry: LockedKernel) -> None:
 def _check_revision(repo: str, revision: str, entry: LockedKernel) -> None:
     if satisfies(entry, revision):
         return
-    message = (
+    refusal = ActivationError(
         f"{repo}@{revision} is requested, but kernels.lock pins {repo} to {entry.requested} "
-        f"(commit {entry.commit[:12]}). Load it without a revision or with @{entry.ref}, or change the "
-        f"requirement: `kernlock add {repo}@{revision}`."
+        f"(commit {entry.commit[:12]})",
+        fix=f"Load it without a revision or with @{entry.ref}, or change the requirement: "
+        f"`kernlock add {repo}@{revision}`",
     )
     if strict():
-        raise ActivationError(message)
-    warn_once(f"revision:{repo}@{revision}", message + " Loading the locked build.")
+        raise refusal
+    warn_once(f"revision:{repo}@{revision}", f"{refusal} Loading the locked build.")
 
 
 def locate(
@@ -338,7 +339,7 @@ def locked_builds() -> tuple[dict[str, Path], dict[str, str]]:
         entry = state.lock.entry_for(repo, state.environment)
         variant = entry.variant_for(state.environment) if entry is not None else None
         if entry is None or variant is None:
-            problems[repo] = _not_covered(state, settings.lockfile)
+            problems[repo] = str(_not_covered(state, settings.lockfile))
             continue
         try:
             builds[repo] = _verified_path(state, entry, variant)

@@ -254,6 +254,24 @@ def test_an_export_that_cannot_hold_the_lock_names_its_fix() -> None:
     assert [pin.commit for pin in interop.kernels_pins(lock, "e2")] == ["b" * 40]
 
 
+def test_lock_file_errors_name_their_fix(tmp_path: Path) -> None:
+    from kernlock.lock import file as lockfile
+
+    with pytest.raises(errors.LockError) as missing:
+        lockfile.read_text(tmp_path / "kernels.lock")
+    assert str(missing.value) == f"no kernels.lock at {tmp_path / 'kernels.lock'}; run `kernlock lock` to create it."
+    assert missing.value.fix == "run `kernlock lock` to create it"
+    with pytest.raises(errors.LockError) as folder:
+        lockfile.read_text(tmp_path)  # a folder: not missing, unreadable
+    assert folder.value.what == f"cannot read {tmp_path}" and folder.value.fix == "check its permissions"
+    large = lockfile.foreign_too_large("model/kernels.lock", 4 << 20)
+    assert str(large) == (
+        "model/kernels.lock is over 4 MiB, more than any lock a model or another tool carries (a few KiB): kernlock "
+        "does not read it; delete it, or write it again (save the model from an activated process)."
+    )
+    assert large.fix == "delete it, or write it again (save the model from an activated process)"
+
+
 def test_a_full_disk_names_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
@@ -281,6 +299,51 @@ def _entry(commit: str = "c" * 40, **fields: Any) -> Any:
     return types.SimpleNamespace(repo="org/a", requested="v1", ref="v1", commit=commit, **fields)
 
 
+def test_activation_refusals_name_their_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.runtime import policy, servable
+
+    variant = types.SimpleNamespace(name="torch213-cxx11-cpu-x86_64-linux", files=())
+    with pytest.raises(errors.ActivationError) as nometa:
+        servable.check(_entry(), variant, Path("/nowhere"), variant.name)
+    assert nometa.value.fix == (
+        "Lock a revision whose builds have one: `kernlock add org/a@<rev>` (`kernlock outdated` lists the newer ones); "
+        "`kernlock lock` now refuses such builds"
+    )
+    assert "(every release since 0.15). Lock a revision" in str(nometa.value)
+    state: Any = types.SimpleNamespace(lock=types.SimpleNamespace(environments=("e1",)), environment="e2")
+    uncovered = policy._not_covered(state, "/p/kernels.lock")
+    assert str(uncovered) == (
+        '/p/kernels.lock does not cover this environment, e2 (it covers: e1); add "e2" to `environments` in '
+        "[tool.kernlock] and run `kernlock lock`."
+    )
+    assert uncovered.fix == 'add "e2" to `environments` in [tool.kernlock] and run `kernlock lock`'
+    monkeypatch.setattr(policy, "strict", lambda: True)
+    with pytest.raises(errors.ActivationError) as other:
+        policy._check_revision("org/a", "v2", _entry())
+    assert str(other.value).startswith(
+        f"org/a@v2 is requested, but kernels.lock pins org/a to v1 (commit {'c' * 12}). Load"
+    )
+    assert (
+        other.value.fix == "Load it without a revision or with @v1, or change the requirement: `kernlock add org/a@v2`"
+    )
+
+
+def test_an_offline_load_of_a_missing_build_names_its_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from kernlock.runtime import fetching
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    variant = types.SimpleNamespace(name="torch213-cxx11-cpu-x86_64-linux", files=())
+    with pytest.raises(errors.NotSyncedError) as offline:
+        fetching.fetch_missing(_entry(), variant, errors.NotSyncedError("missing"), None)
+    assert ", and HF_HUB_OFFLINE=1 forbids downloading it. Run `kernlock sync` on this machine" in str(offline.value)
+    assert offline.value.fix == (
+        "Run `kernlock sync` on this machine while the Hub is reachable, or `kernlock bundle` where it is and "
+        "`kernlock sync --from BUNDLE` here"
+    )
+
+
 def test_resuming_on_other_builds_names_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kernlock.runtime import policy, provenance
 
@@ -299,4 +362,39 @@ def test_resuming_on_other_builds_names_its_fix(tmp_path: Path, monkeypatch: pyt
     assert other.value.fix == (
         f"run on the model's builds with `kernlock add --from {tmp_path}`, or set KERNLOCK_MODE=warn to go on with "
         f"this run's builds ({provenance.ENV}=0 turns this comparison off)"
+    )
+
+
+def test_add_and_lock_errors_name_their_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.commands import lock
+
+    with pytest.raises(errors.DuplicateSpecError) as twice:
+        lock.add(tmp_path, ["org/a", "org/a@v2"])
+    assert str(twice.value) == "org/a is given more than once; name each kernel once (org/name[@rev])."
+    assert twice.value.fix == "name each kernel once (org/name[@rev])"
+
+    def no_torch() -> Any:
+        raise errors.NoEnvironmentError("torch is not installed")
+
+    monkeypatch.setattr(lock, "detect", no_torch)
+    with pytest.raises(errors.NoEnvironmentError) as none:
+        lock.target_environments(types.SimpleNamespace(environments=()))  # type: ignore[arg-type]
+    assert str(none.value).startswith(
+        "torch is not installed, so this machine has no environment of its own to lock for"
+    )
+    assert none.value.fix is not None and none.value.fix.startswith("declare where training runs in pyproject.toml")
+
+
+def test_a_sync_for_an_uncovered_machine_names_its_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.commands import sync
+
+    monkeypatch.setattr(sync, "detect", lambda: "e2")
+    with pytest.raises(errors.LockError) as uncovered:
+        sync.this_environment(types.SimpleNamespace(environments=("e1",)))  # type: ignore[arg-type]
+    assert str(uncovered.value).startswith(
+        "this machine (e2) is not an environment of kernels.lock (it covers e1); add"
+    )
+    assert uncovered.value.fix == (
+        "add it to `environments` in [tool.kernlock] and run `kernlock lock`, or fill a shared cache with "
+        "`kernlock sync --all-environments`"
     )
