@@ -384,7 +384,7 @@ def refuse_json_lock(project: Project) -> None:
     except OSError:
         text = ""  # no lock (or an unreadable one: reading it names the problem)
     if interop.looks_like_json_lock(text):
-        raise JsonLockError(interop.json_lock_message(str(lock)))
+        raise interop.json_lock_error(str(lock))
     declared = project.kernels_dependencies
     if declared:
         raise JsonLockError(

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock.errors import JsonLockError, LockError
+from kernlock.errors import LockError
 from kernlock.lock.document import HEADER, content_hash, dumps, entry_table, facts_document, normalized
 from kernlock.lock.model import Lock
 from kernlock.lock.schema import LOCK_VERSION
@@ -125,7 +125,7 @@ def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: 
     from kernlock.lock import interop  # kernels' own lock format: only to name it in an error
 
     if interop.looks_like_json_lock(text):
-        raise JsonLockError(interop.json_lock_message(where))
+        raise interop.json_lock_error(where)
     try:
         data = tomllib.loads(text)
     except RecursionError:  # tomllib recurses once per nested array or inline table: `x = [[[[...`

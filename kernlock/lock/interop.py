@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import ArgumentError, ExportError, ProjectError
+from kernlock.errors import ArgumentError, ExportError, JsonLockError, ProjectError
 from kernlock.lock.model import Lock
 from kernlock.util import names
 from kernlock.util.atomic import write_text_atomic
@@ -31,7 +31,7 @@ __all__ = [
     "MOVED_NAME",
     "JsonLockPin",
     "export",
-    "json_lock_message",
+    "json_lock_error",
     "kernels_dependencies",
     "kernels_pins",
     "looks_like_json_lock",
@@ -73,12 +73,12 @@ def looks_like_json_lock(text: str) -> bool:
         return False
 
 
-def json_lock_message(where: str) -> str:
+def json_lock_error(where: str) -> JsonLockError:
     """The error for a kernels JSON lock where kernlock expects its own: kept as it is, and the migration named."""
-    return (
-        f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite "
-        "it. Run `kernlock import` to migrate it (its commits are kept, the JSON lock is moved to "
-        f"{MOVED_NAME}), or remove it to start over."
+    return JsonLockError(
+        f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite it",
+        fix=f"Run `kernlock import` to migrate it (its commits are kept, the JSON lock is moved to {MOVED_NAME}), or "
+        "remove it to start over",
     )
 
 

@@ -200,15 +200,16 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
         recording.note(repo, asked, locked)
     if not locked:
         where = f"{settings.lockfile}" + (f" for {here}" if repo in lock.repos else "")
-        message = f"{repo} ({asked}) is not in {where}; add it with `kernlock add {_spec(repo, asked)}`" + (
+        fix = f"add it with `kernlock add {_spec(repo, asked)}`" + (
             ", or record every kernel a run asks for with `kernlock run --record -- CMD...` (or set "
-            "KERNLOCK_MODE=warn to load unlocked kernels with a warning)."
+            "KERNLOCK_MODE=warn to load unlocked kernels with a warning)"
             if strict()
-            else "."
+            else ""
         )
+        unlocked = ActivationError(f"{repo} ({asked}) is not in {where}", fix=fix)
         if strict():
-            raise ActivationError(message)
-        warn_once(f"unlocked:{repo}", message + " Loading it unlocked and unverified, as kernels would.")
+            raise unlocked
+        warn_once(f"unlocked:{repo}", f"{unlocked} Loading it unlocked and unverified, as kernels would.")
         return None
     entry = state.lock.entry_for(repo, state.environment)
     if entry is None or entry.variant_for(state.environment) is None:

@@ -398,3 +398,58 @@ def test_a_sync_for_an_uncovered_machine_names_its_fix(monkeypatch: pytest.Monke
         "add it to `environments` in [tool.kernlock] and run `kernlock lock`, or fill a shared cache with "
         "`kernlock sync --all-environments`"
     )
+
+
+def test_an_unlocked_load_names_its_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.runtime import policy
+
+    lock = types.SimpleNamespace(repos=(), environments=("e1",), entry_for=lambda repo, environment: None)
+    settings = types.SimpleNamespace(lockfile="/p/kernels.lock", mode="strict")
+    monkeypatch.setattr(policy, "_current", lambda: types.SimpleNamespace(lock=lock, environment="e1"))
+    monkeypatch.setattr(policy.activated, "settings", lambda: settings)
+    monkeypatch.delenv("KERNLOCK_RECORD", raising=False)
+    with pytest.raises(errors.ActivationError) as unlocked:
+        policy.locked_entry("org/a", "version=1")
+    assert str(unlocked.value) == (
+        "org/a (version=1) is not in /p/kernels.lock; add it with `kernlock add org/a@v1`, or record every kernel a "
+        "run asks for with `kernlock run --record -- CMD...` (or set KERNLOCK_MODE=warn to load unlocked kernels "
+        "with a warning)."
+    )
+    assert unlocked.value.fix is not None and unlocked.value.fix.startswith("add it with `kernlock add org/a@v1`, or")
+    warned: list[str] = []
+    monkeypatch.setattr(policy, "warn_once", lambda key, message: warned.append(message))
+    settings.mode = "warn"
+    assert policy.locked_entry("org/a", "version=1") is None
+    assert warned == [
+        "org/a (version=1) is not in /p/kernels.lock; add it with `kernlock add org/a@v1`. Loading it unlocked and "
+        "unverified, as kernels would."
+    ]
+
+
+def test_a_json_lock_where_kernlocks_is_expected_names_its_fix() -> None:
+    from kernlock.lock import interop
+
+    err = interop.json_lock_error("./kernels.lock")
+    assert isinstance(err, errors.JsonLockError)
+    assert str(err).startswith(
+        "./kernels.lock is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not "
+        "overwrite it. Run `kernlock import` to migrate it"
+    )
+    assert err.fix == (
+        f"Run `kernlock import` to migrate it (its commits are kept, the JSON lock is moved to {interop.MOVED_NAME}), "
+        "or remove it to start over"
+    )
+
+
+def test_a_folder_others_can_write_names_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.util import hfenv, kept
+
+    monkeypatch.setattr(hfenv, "private", lambda path, create=False: False)  # neither folder is this user's alone
+    monkeypatch.setattr(hfenv, "cache_root", lambda: tmp_path / "cache")
+    with pytest.raises(errors.ActivationError) as shared:
+        kept.private_folder(tmp_path, "run", "abc", {}, "`kernlock run`'s sitecustomize.py")
+    assert str(shared.value).startswith("cannot keep `kernlock run`'s sitecustomize.py in ")
+    assert "would run code from them). Point KERNLOCK_CACHE at a folder of your own" in str(shared.value)
+    assert shared.value.fix == (
+        "Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` those folders and the folders above them"
+    )
