@@ -116,8 +116,9 @@ def under(root: Path, *parts: str, cache: Path | None = None) -> Path:
 
 def _leaves(cache: Path, err: ValueError) -> IntegrityError:
     return IntegrityError(
-        f"the kernel cache {cache} holds a path that leads outside it: {err}. kernlock wrote and loaded nothing "
-        "there; remove that symlink (or point KERNELS_CACHE at another folder), then run `kernlock sync`."
+        f"the kernel cache {cache} holds a path that leads outside it",
+        why=f"{err}. kernlock wrote and loaded nothing there",
+        fix="remove that symlink (or point KERNELS_CACHE at another folder), then run `kernlock sync`",
     )
 
 

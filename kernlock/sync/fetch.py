@@ -40,6 +40,7 @@ from kernlock.sync.signatures import SignatureCheck
 from kernlock.util import hfenv, interrupt
 from kernlock.util.atomic import unwritable, write_bytes_atomic
 from kernlock.util.sharing import cache_lock, claim_partial, make_folder
+from kernlock.util.wording import RETRY_SYNC
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -188,8 +189,8 @@ def _download_verified(
         dest.unlink(missing_ok=True)  # a wrong (or wrongly resumed) download never stays, even as .incomplete
     raise IntegrityError(
         f"{hub.endpoint} served {entry.repo} {variant.name} {locked.path} (commit {entry.commit[:12]}) with "
-        f"{actual}, but kernels.lock records {locked.hash}; nothing was installed. Retry `kernlock sync`; if it "
-        "persists the endpoint serves other content than the lock was made from (check HF_ENDPOINT)."
+        f"{actual}, but kernels.lock records {locked.hash}; nothing was installed",
+        fix=RETRY_SYNC,
     )
 
 

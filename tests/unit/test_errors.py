@@ -453,3 +453,67 @@ def test_a_folder_others_can_write_names_its_fix(tmp_path: Path, monkeypatch: py
     assert shared.value.fix == (
         "Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` those folders and the folders above them"
     )
+
+
+def test_hub_errors_name_their_fix() -> None:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from kernlock.hub.http import HubSession, httpx  # httpx2 or httpx, as huggingface_hub's session uses
+
+    session = HubSession("http://hub.invalid")
+    assert (
+        session.invalid("no JSON", "http://hub.invalid/api").fix
+        == "check HF_ENDPOINT (a mirror or proxy may be broken)"
+    )
+    assert str(session.too_large("a tree", "http://hub.invalid/api", 10)) == (
+        "the Hub at http://hub.invalid answered more than 10 bytes for a tree (http://hub.invalid/api); check "
+        "HF_ENDPOINT (a mirror or proxy may be broken)."
+    )
+    request = httpx.Request("GET", "http://hub.invalid/api")
+    limited = HfHubHTTPError("429", response=httpx.Response(429, request=request))
+    err = session._give_up("the refs of org/a", limited, 4, "")
+    assert str(err) == (
+        "the Hub at http://hub.invalid answered HTTP 429 for the refs of org/a after 4 attempts: rate limited; set "
+        "HF_TOKEN (`hf auth login`) or wait, then try again later."
+    )
+    assert (err.why, err.fix) == ("rate limited", "set HF_TOKEN (`hf auth login`) or wait, then try again later")
+    failing = HubSession("http://hub.invalid")._give_up(
+        "the refs of org/a", HfHubHTTPError("503", response=httpx.Response(503, request=request)), 4, ""
+    )
+    assert failing.fix == "try again later, or check HF_ENDPOINT"
+    refused = HubSession("http://hub.invalid")._give_up("the refs of org/a", httpx.ConnectError("refused"), 4, "")
+    assert isinstance(refused, errors.UnreachableError) and refused.fix == "check the network or HF_ENDPOINT"
+    assert str(refused).endswith("after 4 attempts; check the network or HF_ENDPOINT.")
+    with pytest.raises(errors.HubError) as again:  # the session's failure, raised again to a later request
+        session._raise_if_failed()
+    assert again.value is not err and str(again.value) == str(err) and again.value.fix == err.fix
+
+
+def test_sync_errors_name_their_fix(tmp_path: Path) -> None:
+    from kernlock.hub.download import Transfer
+    from kernlock.sync import cache, engine
+    from kernlock.util.wording import RETRY_SYNC
+
+    (tmp_path / "out").symlink_to("/")
+    with pytest.raises(errors.IntegrityError) as leaves:
+        cache.under(tmp_path, "out", "etc")
+    assert leaves.value.what == f"the kernel cache {tmp_path} holds a path that leads outside it"
+    assert (
+        leaves.value.fix == "remove that symlink (or point KERNELS_CACHE at another folder), then run `kernlock sync`"
+    )
+    lock: Any = types.SimpleNamespace(environments=("e1",))
+    with pytest.raises(errors.NotSyncedError) as other:
+        engine.sync(lock, ["e2"], cache=tmp_path)
+    assert str(other.value) == (
+        "kernels.lock has no entries for e2 (it covers e1); add the environment to [tool.kernlock] environments and "
+        "run `kernlock lock`."
+    )
+    assert other.value.fix == "add the environment to [tool.kernlock] environments and run `kernlock lock`"
+    session: Any = types.SimpleNamespace(endpoint="http://hub.invalid")
+    transfer = Transfer(session=session, url="u", what="org/a@c f", dest=tmp_path / "f", size=3, bar=None, label="f")
+    wrong = transfer.size_error("5 bytes")
+    assert str(wrong).endswith(
+        "; nothing was installed. Retry `kernlock sync`; if it persists the endpoint serves "
+        "other content than the lock was made from (check HF_ENDPOINT)."
+    )
+    assert wrong.fix == RETRY_SYNC
