@@ -145,8 +145,9 @@ def _detect() -> str:
         if importlib.util.find_spec("torch") is not None:
             raise ActivationError(str(err)) from None
         raise ActivationError(
-            "kernlock cannot tell which locked build this process loads: torch is not installed, and every "
-            "environment of kernels.lock is a torch machine. Install torch, or load without kernlock.activate."
+            "kernlock cannot tell which locked build this process loads",
+            why="torch is not installed, and every environment of kernels.lock is a torch machine",
+            fix="Install torch, or load without kernlock.activate",
         ) from None
 
 
@@ -286,8 +287,8 @@ def locate(
     state = _current()
     if backend is not None and state.backend is not None and backend != state.backend:
         raise ActivationError(
-            f"{repo} is asked for backend={backend!r}, but kernels.lock locks the {state.environment} build "
-            f"here; drop the backend argument, or lock an environment with that backend in [tool.kernlock]."
+            f"{repo} is asked for backend={backend!r}, but kernels.lock locks the {state.environment} build here",
+            fix="drop the backend argument, or lock an environment with that backend in [tool.kernlock]",
         )
     variant = entry.variant_for(state.environment)
     assert variant is not None

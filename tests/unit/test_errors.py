@@ -517,3 +517,51 @@ def test_sync_errors_name_their_fix(tmp_path: Path) -> None:
         "other content than the lock was made from (check HF_ENDPOINT)."
     )
     assert wrong.fix == RETRY_SYNC
+
+
+def test_run_time_refusals_name_their_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.runtime import implicit, policy, records, runs
+    from kernlock.runtime.loaders import kernels_0_19
+    from kernlock.util import hfenv
+
+    monkeypatch.setattr(policy, "active", lambda: True)
+    monkeypatch.setattr(policy, "strict", lambda: True)
+    monkeypatch.delenv("KERNLOCK_RECORD", raising=False)
+    with pytest.raises(errors.ActivationError) as latest:
+        kernels_0_19._latest_body(lambda: None, None, (), {})
+    assert str(latest.value) == (
+        "UNSTABLE_KERNELS_ALL_LATEST is set, which makes kernels load the newest version of a kernel over "
+        "kernels.lock; unset it to load the locked build (or set KERNLOCK_MODE=warn to let it override the lock "
+        "with a warning)."
+    )
+    assert (
+        latest.value.fix
+        == "unset it to load the locked build (or set KERNLOCK_MODE=warn to let it override the lock with a warning)"
+    )
+
+    view = types.SimpleNamespace(environments=("e1",), entry_for=lambda repo, environment: None)
+    monkeypatch.setattr(policy, "current_lock", lambda: (view, "e1"))
+    monkeypatch.setattr(implicit, "_mapped_layers", lambda repo: (("org/a", "Layer", "v1"), ["RMSNorm"]))
+    with pytest.raises(errors.ActivationError) as mapped:
+        implicit.refuse_unlocked(object())
+    assert mapped.value.what == (
+        "org/a (version=1) is loaded by transformers' default kernel mapping (layer RMSNorm), but kernels.lock does "
+        "not lock it for e1"
+    )
+    assert mapped.value.fix is not None and mapped.value.fix.startswith("lock it with `kernlock add --implicit org/a`")
+
+    monkeypatch.setattr(hfenv, "private", lambda path, create=False: False)
+    monkeypatch.setattr(hfenv, "cache_root", lambda: tmp_path)
+    with pytest.raises(errors.ActivationError) as shared:
+        records.make_folder()
+    assert shared.value.fix == "point KERNLOCK_CACHE at a folder of your own"
+
+    two = [{"host": "h", "pid": pid, "settings": {"KERNLOCK_LOCKFILE": f"/p{pid}/kernels.lock"}} for pid in (1, 2)]
+    monkeypatch.setattr(runs.activated, "settings", lambda: None)
+    monkeypatch.setattr(runs, "owners", lambda site: two)
+    monkeypatch.setattr(runs, "applies", lambda run: True)
+    monkeypatch.delenv("KERNLOCK_LOCKFILE", raising=False)
+    with pytest.raises(errors.ActivationError) as mixed:
+        runs.activate(str(tmp_path))
+    assert mixed.value.what == f"2 `kernlock run`s in progress bind {tmp_path} to different settings"
+    assert mixed.value.fix == "run them one at a time, or from Python environments of their own"
