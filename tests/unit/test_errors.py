@@ -565,3 +565,32 @@ def test_run_time_refusals_name_their_fix(tmp_path: Path, monkeypatch: pytest.Mo
         runs.activate(str(tmp_path))
     assert mixed.value.what == f"2 `kernlock run`s in progress bind {tmp_path} to different settings"
     assert mixed.value.fix == "run them one at a time, or from Python environments of their own"
+
+
+def test_signature_refusals_name_their_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.lock.model import Signature
+    from kernlock.signing import bundle
+    from kernlock.sync import signatures
+
+    with pytest.raises(errors.SignedDigestError) as digest:
+        bundle.check_digest("org/a@c v", b"[]", [], lambda file, algorithm: None, fix="pin another revision")
+    assert str(digest.value) == "org/a@c v: the signed metadata.json is not a JSON object; pin another revision."
+    assert digest.value.fix == "pin another revision"
+    with pytest.raises(errors.SignatureError) as unsigned:
+        bundle.unsigned_allowed("require", "org/a@c v", "sign it")
+    assert unsigned.value.fix == "sign it" and str(unsigned.value).endswith("refuses unsigned builds; sign it.")
+
+    check = signatures.SignatureCheck(tmp_path / "root.json", remember=False)
+    monkeypatch.setattr(check, "_made", lambda: None)  # no sigstore: the files cannot be read before it is asked
+    signed = Signature(
+        signer="https://github.com/org/a/.github/workflows/build.yml@refs/heads/main",
+        repository="org/a",
+        issuer="https://token.actions.githubusercontent.com",
+        log_index=1,
+        integrated_time=1,
+        bundle="sha256:" + "0" * 64,
+    )
+    variant: Any = types.SimpleNamespace(name="torch213-cxx11-cpu-x86_64-linux", signature=signed, files=())
+    failed = check.failure(_entry(), variant, root=tmp_path)
+    assert failed is not None and failed.fix == signatures.TRUST_FIX
+    assert str(failed).startswith(f"org/a@{'c' * 12} torch213-cxx11-cpu-x86_64-linux: cannot read its signed files")
