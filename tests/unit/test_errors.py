@@ -594,3 +594,42 @@ def test_signature_refusals_name_their_fix(tmp_path: Path, monkeypatch: pytest.M
     failed = check.failure(_entry(), variant, root=tmp_path)
     assert failed is not None and failed.fix == signatures.TRUST_FIX
     assert str(failed).startswith(f"org/a@{'c' * 12} torch213-cxx11-cpu-x86_64-linux: cannot read its signed files")
+
+
+def test_add_from_and_environments_name_their_parts(tmp_path: Path) -> None:
+    from kernlock.commands import adopt, reports
+
+    (tmp_path / "model").mkdir()
+    with pytest.raises(errors.ProjectError) as nolock:
+        adopt.add_from(tmp_path, str(tmp_path / "model"))
+    assert str(nolock.value) == (
+        f"{tmp_path / 'model'} has no kernels.lock: a model folder carries one when a process kernlock activated "
+        "saved it (docs/provenance.md)."
+    )
+    assert nolock.value.what == f"{tmp_path / 'model'} has no kernels.lock" and nolock.value.fix is None
+    (tmp_path / "model" / "kernels.lock").write_text("<<<<<<< HEAD\n")
+    with pytest.raises(errors.ProjectError) as damaged:
+        adopt.add_from(tmp_path, str(tmp_path / "model"))
+    assert damaged.value.why is not None and str(damaged.value).endswith(f": {damaged.value.why}.")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.kernlock.kernels]\n')
+    with pytest.raises(errors.LockError) as none:
+        reports.environments([], tmp_path)
+    assert none.value.fix == "name some, e.g. `kernlock environments kernels-community/flash-attn2`"
+
+
+def test_add_implicit_without_transformers_names_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.commands import implicit
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\n\n[tool.kernlock]\nenvironments = ["torch213-cxx11-cpu-x86_64-linux"]\n\n'
+        "[tool.kernlock.kernels]\n"
+    )
+    absent = types.SimpleNamespace(transformers=None, why="transformers is not installed", kernels=())
+    monkeypatch.setattr(implicit.implicit, "read", lambda: absent)
+    with pytest.raises(errors.ProjectError) as nomap:
+        implicit.add_implicit(tmp_path, [])
+    assert str(nomap.value) == (
+        "transformers is not installed: `kernlock add --implicit` reads the kernel mapping of the transformers your "
+        "training runs with; run it in that Python environment."
+    )
+    assert nomap.value.fix == "run it in that Python environment"
