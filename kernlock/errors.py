@@ -199,8 +199,8 @@ class BundleError(KernlockError):
 
 
 class CacheError(KernlockError):
-    """A cache of kernlock's own (the Hub answers it keeps) cannot be written for another reason than a read-only
-    or full disk (which only costs time)."""
+    """A cache kernlock writes cannot be written: the kernel cache (a full disk there is a DiskFullError), or the
+    Hub answers it keeps (for another reason than a read-only or full disk, which only costs time)."""
 
 
 class ExportError(KernlockError):

@@ -19,6 +19,10 @@ __all__ = ["full_disk", "needed_bytes", "require_space"]
 FREE_SPACE = (
     "Free space there, or point KERNELS_CACHE (or HF_HUB_CACHE) at a disk with room, then run `kernlock sync` again"
 )
+#: The fix of a kernel cache that cannot be written for another reason.
+WRITABLE = (
+    "make it writable or point KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again"
+)
 #: Room kept beyond the files themselves: the snapshot links, receipts and lock files a sync writes.
 MARGIN = 1 << 20
 

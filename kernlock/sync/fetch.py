@@ -18,7 +18,7 @@ from functools import cache as memoize
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kernlock.errors import IntegrityError, KernlockError, NotSyncedError, SignedDigestError
+from kernlock.errors import CacheError, IntegrityError, KernlockError, NotSyncedError, SignedDigestError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
 from kernlock.sync import refusals
 from kernlock.sync.cache import (
@@ -364,10 +364,8 @@ def cache_error(cache: Path, err: OSError) -> KernlockError:
     """The message for a cache kernlock cannot write to (a full disk is named as such)."""
     from kernlock.sync import disk_space
 
-    return disk_space.full_disk(cache, err) or KernlockError(
-        f"cannot write to the kernel cache {cache} ({err.strerror or err}); make it writable or point "
-        "KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."
-    )
+    why, fix = f"{err.strerror or err}", disk_space.WRITABLE
+    return disk_space.full_disk(cache, err) or CacheError(f"cannot write to the kernel cache {cache}", why=why, fix=fix)
 
 
 def ensure_variant(

@@ -633,3 +633,22 @@ def test_add_implicit_without_transformers_names_its_fix(tmp_path: Path, monkeyp
         "training runs with; run it in that Python environment."
     )
     assert nomap.value.fix == "run it in that Python environment"
+
+
+def test_an_unwritable_kernel_cache_names_its_fix(tmp_path: Path) -> None:
+    import errno
+
+    from kernlock.sync import fetch
+
+    err = fetch.cache_error(tmp_path, OSError(errno.EIO, "Input/output error"))
+    assert isinstance(err, errors.CacheError)
+    assert str(err) == (
+        f"cannot write to the kernel cache {tmp_path}: Input/output error; make it writable or point KERNELS_CACHE "
+        "(or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."
+    )
+    assert err.fix == (
+        "make it writable or point KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again"
+    )
+    assert isinstance(
+        fetch.cache_error(tmp_path, OSError(errno.ENOSPC, "No space left on device")), errors.DiskFullError
+    )
