@@ -652,3 +652,30 @@ def test_an_unwritable_kernel_cache_names_its_fix(tmp_path: Path) -> None:
     assert isinstance(
         fetch.cache_error(tmp_path, OSError(errno.ENOSPC, "No space left on device")), errors.DiskFullError
     )
+
+
+def test_pyproject_errors_name_their_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.project import inputs, location
+
+    (tmp_path / "bad.toml").write_text("[tool\n")
+    with pytest.raises(errors.ProjectError) as invalid:
+        inputs.read_document(tmp_path / "bad.toml")
+    assert str(invalid.value).endswith("; fix the file and run the command again.")
+    assert invalid.value.fix == "fix the file and run the command again"
+    (tmp_path / "latin.toml").write_bytes(b"# caf\xe9\n")
+    with pytest.raises(errors.ProjectError) as latin:
+        inputs.read_document(tmp_path / "latin.toml")
+    assert latin.value.fix == "save it as UTF-8 and run the command again"
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\n\n[tool.kernlock.kernels]\n"org/a" = "v1"\n"ORG/a" = "v2"\n'
+    )
+    with pytest.raises(errors.ProjectError) as twice:
+        inputs.load(tmp_path)
+    assert str(twice.value).endswith('("org/a" and "ORG/a"; repo ids are not case-sensitive); keep one.')
+    assert twice.value.fix == "keep one"
+    monkeypatch.setattr(location, "find_root", lambda: None)
+    with pytest.raises(errors.ProjectError) as nowhere:
+        location.locate(None)
+    assert nowhere.value.fix == (
+        "run the command in your project, pass --project DIR, or create one with `kernlock add org/name`"
+    )
