@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernlock.errors import KernlockError
+from kernlock.errors import RankMismatchError
 
 __all__ = ["check_ranks", "disagreements", "loaded_commits"]
 
@@ -39,7 +39,7 @@ def disagreements(per_rank: list[dict[str, str | None]]) -> list[str]:
 
 
 def check_ranks(group: Any = None) -> dict[str, str | None]:
-    """Gather every rank's loaded kernel commits through ``group`` (default: the world) and raise KernlockError
+    """Gather every rank's loaded kernel commits through ``group`` (default: the world) and raise RankMismatchError
     naming each repo whose ranks differ; returns this rank's ``repo -> commit``. Every rank must call it."""
     import torch.distributed as dist
 
@@ -48,8 +48,10 @@ def check_ranks(group: Any = None) -> dict[str, str | None]:
     dist.all_gather_object(gathered, mine, group=group)
     differ = disagreements(gathered)
     if differ:
-        raise KernlockError(
-            f"the ranks loaded different kernel commits: {' | '.join(differ)}; give every node the same kernels.lock "
-            "(`kernlock run -- <launcher>`, or `kernlock hook install --lockfile PATH` on each node's environment)."
+        raise RankMismatchError(
+            "the ranks loaded different kernel commits",
+            why=" | ".join(differ),
+            fix="give every node the same kernels.lock (`kernlock run -- <launcher>`, or `kernlock hook install "
+            "--lockfile PATH` on each node's environment)",
         )
     return mine

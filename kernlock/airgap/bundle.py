@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
+from kernlock.errors import BundleError, IntegrityError, NotSyncedError
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.util import names
@@ -42,7 +42,6 @@ __all__ = [
     "ROOT",
     "VERSION",
     "Bundle",
-    "BundleError",
     "Member",
     "Pair",
     "load",
@@ -61,10 +60,6 @@ _HEADER_MEMBERS = (MANIFEST, MANIFEST_HASH, LOCK)
 _CHUNK = 1024 * 1024
 _MAX_MANIFEST = 64 * 1024 * 1024
 Pair = tuple[LockedKernel, LockedVariant]
-
-
-class BundleError(KernlockError):
-    """A file that is not a bundle kernlock can use."""
 
 
 def member_name(entry: LockedKernel, variant: LockedVariant, locked: LockedFile) -> str:
@@ -164,17 +159,18 @@ def _add_verified(
 ) -> None:
     with open(source, "rb") as handle:
         if os.fstat(handle.fileno()).st_size != locked.size:
-            raise IntegrityError(_changed(entry, variant, locked, source))
+            raise _changed(entry, variant, locked, source)
         reader = _HashingReader(handle, locked)
         tar.addfile(_info(name, locked.size), reader)
     if f"{locked.algorithm}:{reader.digest.hexdigest()}" != locked.hash:
-        raise IntegrityError(_changed(entry, variant, locked, source))
+        raise _changed(entry, variant, locked, source)
 
 
-def _changed(entry: LockedKernel, variant: LockedVariant, locked: LockedFile, source: Path) -> str:
-    return (
+def _changed(entry: LockedKernel, variant: LockedVariant, locked: LockedFile, source: Path) -> IntegrityError:
+    return IntegrityError(
         f"{entry.repo} {variant.name} {locked.path} ({source}) changed while it was bundled and no longer matches "
-        "kernels.lock; no bundle was written. Run `kernlock sync` to repair the cache, then bundle again."
+        "kernels.lock; no bundle was written",
+        fix="Run `kernlock sync` to repair the cache, then bundle again",
     )
 
 
@@ -220,8 +216,9 @@ class Bundle:
 
     def _fail(self, why: str) -> BundleError:
         return BundleError(
-            f"{self.path} is not a usable kernlock bundle: {why}; nothing was installed. Make it again with "
-            "`kernlock bundle -o FILE` on the connected machine and copy it whole."
+            f"{self.path} is not a usable kernlock bundle",
+            why=f"{why}; nothing was installed",
+            fix="Make it again with `kernlock bundle -o FILE` on the connected machine and copy it whole",
         )
 
     def _scan(self) -> None:
@@ -357,21 +354,24 @@ class Bundle:
             if member.size != locked.size or actual != locked.hash:
                 wrong.append(f"{entry.repo} {variant.name} {locked.path} ({actual}, locked {locked.hash})")
         if wrong:
+            more = f" and {len(wrong) - 5} more" if len(wrong) > 5 else ""
             raise IntegrityError(
-                f"{self.path} holds files that do not match kernels.lock: {'; '.join(wrong[:5])}"
-                + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
-                + "; nothing was installed. The bundle was damaged or altered: make it again with `kernlock bundle`."
+                f"{self.path} holds files that do not match kernels.lock",
+                why=f"{'; '.join(wrong[:5])}{more}; nothing was installed",
+                fix="The bundle was damaged or altered: make it again with `kernlock bundle`",
             )
         if missing:
             raise NotSyncedError(
                 f"{self.path} does not hold {', '.join(sorted(set(missing)))} (it was made for "
-                f"{', '.join(self.environments)}); nothing was installed. Make a bundle with `kernlock bundle "
-                "--environment ENV` for the environments this machine needs."
+                f"{', '.join(self.environments)}); nothing was installed",
+                fix="Make a bundle with `kernlock bundle --environment ENV` for the environments this machine needs",
             )
 
 
 def load(path: Path) -> Bundle:
     """The bundle at ``path``, scanned and checked (its lock parsed); a BundleError naming what is wrong."""
     if not Path(path).is_file():
-        raise BundleError(f"no bundle at {path}; make one with `kernlock bundle -o {path}` on the connected machine.")
+        raise BundleError(
+            f"no bundle at {path}", fix=f"make one with `kernlock bundle -o {path}` on the connected machine"
+        )
     return Bundle(Path(path))

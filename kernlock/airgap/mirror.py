@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from kernlock.errors import IntegrityError, KernlockError, NotSyncedError
+from kernlock.errors import IntegrityError, NotSyncedError, ServeError
 from kernlock.hub import wire as hubwire
 from kernlock.hub.wire import Abort, Call, Entry, Lfs, Response, error, json_response
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
@@ -304,7 +304,7 @@ class MirrorApp:
 
 
 def _check_free(host: str, port: int) -> None:
-    """A KernlockError naming ``--port``/``--host`` when the address cannot be listened on (gunicorn would retry
+    """A ServeError naming ``--port``/``--host`` when the address cannot be listened on (gunicorn would retry
     for seconds, then log a bare error)."""
     import socket
 
@@ -314,9 +314,10 @@ def _check_free(host: str, port: int) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
             probe.bind((host, port))
     except OSError as err:
-        raise KernlockError(
-            f"cannot listen on {host} port {port}: port {port} is in use or {host} is not an address of this "
-            f"machine ({err.strerror}); pick another with `--port` (or `--host`)."
+        raise ServeError(
+            f"cannot listen on {host} port {port}",
+            why=f"port {port} is in use or {host} is not an address of this machine ({err.strerror})",
+            fix="pick another with `--port` (or `--host`)",
         ) from err
 
 
@@ -342,9 +343,9 @@ def run(
     try:
         from gunicorn.app.base import BaseApplication
     except ImportError as err:
-        raise KernlockError(
-            "`kernlock serve` runs on gunicorn, which is not installed; install it with "
-            "`pip install 'kernlock[serve]'` (or `pip install gunicorn`)."
+        raise ServeError(
+            "`kernlock serve` runs on gunicorn, which is not installed",
+            fix="install it with `pip install 'kernlock[serve]'` (or `pip install gunicorn`)",
         ) from err
     _check_free(host, port)
     options = {

@@ -57,11 +57,11 @@ def add_from(root: Path | None, source: str, trust: bool = False, hub: Hub | Non
         carried = lockfile.loads(text, where, canonical=False)
     except JsonLockError:
         raise ProjectError(
-            f"{where} is the kernels library's own lock, not one kernlock wrote into a model folder; use "
-            "`kernlock import` for a project that uses it."
+            f"{where} is the kernels library's own lock, not one kernlock wrote into a model folder",
+            fix="use `kernlock import` for a project that uses it",
         ) from None
     except DamagedLockError as err:
-        raise ProjectError(f"{where} is not a kernels.lock kernlock can read: {err.why}.") from None
+        raise ProjectError(f"{where} is not a kernels.lock kernlock can read", why=err.why) from None
     except LockError as err:
         raise ProjectError(f"{where}: {err}") from None
     if not carried.kernels:
@@ -94,8 +94,8 @@ def _read_source(source: str, hub: Hub | None) -> tuple[str, str]:
         path = path / lockfile.LOCK_NAME
         if not path.is_file():
             raise ProjectError(
-                f"{source} has no {lockfile.LOCK_NAME}: a model folder carries one when a process kernlock activated "
-                "saved it (docs/provenance.md)."
+                f"{source} has no {lockfile.LOCK_NAME}",
+                why="a model folder carries one when a process kernlock activated saved it (docs/provenance.md)",
             )
     if path.is_file():
         return lockfile.read_text(path, lockfile.FOREIGN_MAX), str(path)

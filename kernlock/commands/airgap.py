@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from kernlock.commands.lock import read_lock
 from kernlock.commands.sync import NO_TORCH, NotSynced, this_environment
-from kernlock.errors import KernlockError, NoEnvironmentError
+from kernlock.errors import ArgumentError, BundleError, NoEnvironmentError
 from kernlock.project import inputs as projects
 from kernlock.util import interrupt
 
@@ -42,7 +42,7 @@ def bundle(root: Path | None, out: Path, environments: list[str] | None = None, 
     target = Path(out).resolve()
     if target.is_dir() or target in (project.lockfile.resolve(), project.pyproject.resolve()):
         what = "a folder" if target.is_dir() else "one of the project's own files"
-        raise KernlockError(f"-o {out} is {what}; name a new file for the bundle, e.g. `-o kernels-bundle.tar`.")
+        raise ArgumentError(f"-o {out} is {what}", fix="name a new file for the bundle, e.g. `-o kernels-bundle.tar`")
     lock = read_lock(project)
     envs = sorted(set(environments)) if environments else list(lock.environments)
     trusted_root = project.signatures.trusted_root_path(project.root)
@@ -82,10 +82,11 @@ def sync_from(
     mine = hashlib.sha256(project.lockfile.read_bytes()).hexdigest()
     theirs = source.manifest["lock-sha256"]
     if mine != theirs:
-        raise bundles.BundleError(
+        raise BundleError(
             f"{path} was made for another kernels.lock (sha256 {theirs[:12]}), not {project.lockfile} (sha256 "
-            f"{mine[:12]}); nothing was installed. Run `kernlock bundle` with this project's lock on the connected "
-            "machine, or sync the project the bundle was made for."
+            f"{mine[:12]}); nothing was installed",
+            fix="Run `kernlock bundle` with this project's lock on the connected machine, or sync the project the "
+            "bundle was made for",
         )
     try:
         environments = list(lock.environments) if all_environments else [this_environment(lock)]
@@ -107,7 +108,10 @@ def mirror_app(root: Path | None, bundle: Path | None = None, cache: Path | None
     from kernlock.sync import engine as syncing
 
     if bundle is not None and cache is not None:
-        raise KernlockError("serve from a bundle (--from) or from a kernel cache (--cache), not both.")
+        raise ArgumentError(
+            "--from and --cache name two sources",
+            fix="serve from a bundle (--from) or from a kernel cache (--cache), not both",
+        )
     if bundle is not None:
         return mirror.MirrorApp(mirror.from_bundle(bundle))
     lock = read_lock(projects.load(projects.locate(root)))

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock.errors import KernlockError
+from kernlock.errors import HookError, LaunchError, LockError
 
 __all__ = ["HOOK_MODULE", "PTH_NAME", "HookStatus", "finder_source", "install", "site_packages", "status", "uninstall"]
 
@@ -113,10 +113,16 @@ def site_packages(python: str | None) -> Path:
     try:
         result = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
     except OSError as err:
-        raise KernlockError(f"cannot run {python!r}: {err.strerror or err}; pass the interpreter's path.") from err
+        raise LaunchError(
+            f"cannot run {python!r}", why=f"{err.strerror or err}", fix="pass the interpreter's path"
+        ) from err
     lines = result.stdout.split()
     if result.returncode != 0 or len(lines) != 2:
-        raise KernlockError(f"{python} did not say where its site-packages is: {result.stderr.strip()[-300:]}")
+        raise HookError(
+            f"{python} did not say where its site-packages is",
+            why=result.stderr.strip()[-300:] or f"it exited {result.returncode}",
+            fix="pass the path of a Python interpreter that runs",
+        )
     return Path(lines[0])
 
 
@@ -135,19 +141,19 @@ def install(lockfile: Path | None, mode: str | None, python: str | None) -> Hook
     if lockfile is not None:
         bound = os.path.abspath(lockfile)
         if not os.path.isfile(bound):
-            raise KernlockError(f"no lock file at {bound}; run `kernlock lock` in the project, or fix --lockfile.")
+            raise LockError(f"no lock file at {bound}", fix="run `kernlock lock` in the project, or fix --lockfile")
         lockfiles.read(Path(bound))
     site = site_packages(python)
     if python is not None and not _kernlock_importable(python):
-        raise KernlockError(f"{python} cannot import kernlock; install kernlock into that environment first.")
+        raise HookError(f"{python} cannot import kernlock", fix="install kernlock into that environment first")
     try:
         source = HOOK_SOURCE.format(lockfile=bound, mode=mode, cache=os.path.abspath(cache_dir()))
         source += finder_source("KernlockHook", "kernlock hook", HOOK_ACTIVATE)
         write_text_atomic(site / f"{HOOK_MODULE}.py", source)
         write_text_atomic(site / PTH_NAME, PTH_LINE)
     except OSError as err:
-        raise KernlockError(
-            f"cannot write the hook into {site} ({err.strerror or err}); run as the environment's owner."
+        raise HookError(
+            f"cannot write the hook into {site}", why=f"{err.strerror or err}", fix="run as the environment's owner"
         ) from err
     # Its bytecode now, by that interpreter (its own magic number): startup then never compiles it, even where
     # PYTHONDONTWRITEBYTECODE is set or site-packages is read-only for the ranks. Without it the hook still works.
@@ -162,7 +168,9 @@ def uninstall(python: str | None) -> HookStatus:
         try:
             (site / name).unlink(missing_ok=True)
         except OSError as err:
-            raise KernlockError(f"cannot remove {site / name} ({err.strerror or err}); run as its owner.") from err
+            raise HookError(
+                f"cannot remove {site / name}", why=f"{err.strerror or err}", fix="run as its owner"
+            ) from err
     return HookStatus(site_packages=site, installed=False)
 
 

@@ -54,8 +54,9 @@ def add_implicit(root: Path | None, specs: list[str], trust: bool = False, hub: 
     mapping = implicit.read()
     if mapping.transformers is None or (mapping.why is not None and not mapping.kernels):
         raise ProjectError(
-            f"{mapping.why}: `kernlock add --implicit` reads the kernel mapping of the transformers your training "
-            "runs with; run it in that Python environment."
+            str(mapping.why),
+            why="`kernlock add --implicit` reads the kernel mapping of the transformers your training runs with",
+            fix="run it in that Python environment",
         )
     chosen = plan(mapping, project, environments, list(specs))
     names = tuple(str(env) for env in environments)
@@ -77,8 +78,8 @@ def add_implicit(root: Path | None, specs: list[str], trust: bool = False, hub: 
     for repo, requirement in recorded.items():
         if len(requirement.pins) > 1 or requirement.pins[0].when is not None:
             raise ProjectError(
-                f"{repo} is pinned per environment in [tool.kernlock.kernels]; add "
-                f"{', '.join(chosen.wanted[repo])} to its `environments` by hand, then run `kernlock lock`."
+                f"{repo} is pinned per environment in [tool.kernlock.kernels]",
+                fix=f"add {', '.join(chosen.wanted[repo])} to its `environments` by hand, then run `kernlock lock`",
             )
     candidate = replace(project, requirements=requirements)
     previous, salvaged = locking._relock_pins(project, hub)

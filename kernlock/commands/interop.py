@@ -32,5 +32,5 @@ def export(root: Path | None, fmt: str, output: Path, environment: str | None = 
     lock = read_lock(project)
     reason = stale_reason(project, lock, target_environments(project))
     if reason is not None:  # the export would lack (or misstate) what pyproject.toml asks for
-        raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock`, then export again.")
+        raise LockError("kernels.lock is stale", why=reason, fix="run `kernlock lock`, then export again")
     return interop.export(lock, fmt, output, environment)

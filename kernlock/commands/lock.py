@@ -65,9 +65,10 @@ def target_environments(project: Project) -> list[Environment]:
         return [detect()]
     except NoEnvironmentError as err:
         raise NoEnvironmentError(
-            "torch is not installed, so this machine has no environment of its own to lock for: declare where "
-            'training runs in pyproject.toml, e.g. `environments = ["torch213-cxx11-cpu-x86_64-linux"]` under '
-            "[tool.kernlock] (`kernlock env` prints a machine's string), or install torch."
+            "torch is not installed, so this machine has no environment of its own to lock for",
+            fix="declare where training runs in pyproject.toml, e.g. "
+            '`environments = ["torch213-cxx11-cpu-x86_64-linux"]` under [tool.kernlock] '
+            "(`kernlock env` prints a machine's string), or install torch",
         ) from err
 
 
@@ -111,8 +112,8 @@ def read_lock(project: Project) -> Lock:
     """The project's lock, validated (a missing pyproject.toml is named first)."""
     if not project.pyproject.exists():
         raise ProjectError(
-            f"no pyproject.toml in {project.root}; create one with `kernlock add org/name`, or point --project at "
-            "the project folder."
+            f"no pyproject.toml in {project.root}",
+            fix="create one with `kernlock add org/name`, or point --project at the project folder",
         )
     refuse_json_lock(project)
     return lockfile.read(project.lockfile)
@@ -166,8 +167,8 @@ def lock_project(
     """
     if not project.pyproject.exists():
         raise ProjectError(
-            f"no pyproject.toml in {project.root}; `kernlock add org/name` creates one, or point --project at the "
-            "project folder."
+            f"no pyproject.toml in {project.root}",
+            fix="`kernlock add org/name` creates one, or point --project at the project folder",
         )
     refuse_json_lock(project)
     for name in upgrade.kernels:
@@ -195,7 +196,7 @@ def lock_project(
         )
     if check:
         if reason is not None:
-            raise LockError(f"kernels.lock is stale: {reason}; run `kernlock lock` and commit the result.")
+            raise LockError("kernels.lock is stale", why=reason, fix="run `kernlock lock` and commit the result")
         assert previous is not None
         return LockResult(lock=previous, written=False, reason=None)
     if reason is None and not upgrade.all and not upgrade.kernels:
@@ -227,8 +228,9 @@ def _previous_pins(project: Project, hub: Hub, repair: bool = True) -> tuple[Loc
             raise
         from kernlock.resolve import repair as repairs
 
-        found = repairs.salvage(lockfile.read_text(project.lockfile), err.why, hub)
-        return None, found, f"kernels.lock failed its checks: {err.why}"
+        why = err.why or str(err)
+        found = repairs.salvage(lockfile.read_text(project.lockfile), why, hub)
+        return None, found, f"kernels.lock failed its checks: {why}"
 
 
 def _report(salvaged: Salvage | None, new: Lock, project: Project) -> Repair | None:
@@ -285,7 +287,9 @@ def add(root: Path | None, specs: list[str], trust: bool = False, hub: Hub | Non
     repos = [spec.repo.casefold() for spec in parsed]
     twice = sorted({spec.repo for spec in parsed if repos.count(spec.repo.casefold()) > 1})
     if twice:
-        raise DuplicateSpecError(f"{', '.join(twice)} is given more than once; name each kernel once (org/name[@rev]).")
+        raise DuplicateSpecError(
+            f"{', '.join(twice)} is given more than once", fix="name each kernel once (org/name[@rev])"
+        )
     found = projects.locate(root) if root is not None else projects.find_root()
     project = projects.load(found or Path.cwd())
     refuse_json_lock(project)
@@ -354,7 +358,8 @@ def remove(root: Path | None, names: list[str], hub: Hub | None = None) -> LockR
     if unknown:
         known = ", ".join(sorted(project.requirements)) or "none"
         raise ProjectError(
-            f"{', '.join(unknown)} not in [tool.kernlock.kernels] (requirements: {known}); `kernlock show` lists them."
+            f"{', '.join(unknown)} not in [tool.kernlock.kernels] (requirements: {known})",
+            fix="`kernlock show` lists them",
         )
     requirements = {k: v for k, v in project.requirements.items() if k not in names}
     candidate = replace(project, requirements=requirements)
@@ -379,11 +384,11 @@ def refuse_json_lock(project: Project) -> None:
     except OSError:
         text = ""  # no lock (or an unreadable one: reading it names the problem)
     if interop.looks_like_json_lock(text):
-        raise JsonLockError(interop.json_lock_message(str(lock)))
+        raise interop.json_lock_error(str(lock))
     declared = project.kernels_dependencies
     if declared:
         raise JsonLockError(
             f"{project.pyproject} declares {', '.join(sorted(declared))} in [tool.kernels.dependencies] (the "
-            "kernels library's table), which kernlock does not read; run `kernlock import` to move them into "
-            "[tool.kernlock.kernels]."
+            "kernels library's table), which kernlock does not read",
+            fix="run `kernlock import` to move them into [tool.kernlock.kernels]",
         )

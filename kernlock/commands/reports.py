@@ -137,5 +137,5 @@ def environments(specs: list[str], root: Path | None = None, hub: Hub | None = N
         wanted = [(repo, pin.rev) for repo, req in project.requirements.items() for pin in req.pins]
         if not wanted:
             example = "`kernlock environments kernels-community/flash-attn2`"
-            raise LockError(f"pyproject.toml asks for no kernel: name some, e.g. {example}.")
+            raise LockError("pyproject.toml asks for no kernel", fix=f"name some, e.g. {example}")
     return available(hub_client(hub), list(dict.fromkeys(wanted)))

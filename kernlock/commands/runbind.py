@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kernlock.commands import launchers
 from kernlock.commands.hook import finder_source
-from kernlock.errors import KernlockError
+from kernlock.errors import BindingError
 from kernlock.runtime import runs
 
 TYPE_CHECKING = False
@@ -77,7 +77,7 @@ class Binding:
 def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None) -> Binding | None:
     """Bind ``site`` (default: this interpreter's site-packages) to the settings in ``env`` for this run of
     ``command``; None where no binding was made and none is needed (not :data:`SUPPORTED`; site-packages not
-    writable, and ``command`` is not known to clear the environment). Raises KernlockError, before anything
+    writable, and ``command`` is not known to clear the environment). Raises BindingError, before anything
     starts, where a process of ``command`` that gets no environment would load unlocked or mix two runs' locks."""
     from kernlock.runtime.activation import CARRIED
 
@@ -104,21 +104,22 @@ def bind(env: dict[str, str], command: tuple[str, ...], site: Path | None = None
     except OSError as err:
         if clears is None or _hook_binds(site, settings.get("KERNLOCK_LOCKFILE")):
             return None
-        raise KernlockError(
-            f"cannot bind {site} to the lock for this run ({err.strerror or err}), and `{clears}` starts processes "
-            "without `kernlock run`'s environment: they would load unlocked. Run `kernlock hook install --lockfile "
-            f"{settings.get('KERNLOCK_LOCKFILE')}` as the environment's owner, or launch so that the environment "
-            "is passed on."
+        raise BindingError(
+            f"cannot bind {site} to the lock for this run",
+            why=f"{err.strerror or err}, and `{clears}` starts processes without `kernlock run`'s environment: they "
+            "would load unlocked",
+            fix=f"Run `kernlock hook install --lockfile {settings.get('KERNLOCK_LOCKFILE')}` as the environment's "
+            "owner, or launch so that the environment is passed on",
         ) from err
     binding = Binding(site=site, pth=pth)
     for other in _others(site, pth):
         if other["settings"] != settings and (clears or other.get("clears")):
             binding.remove()
             who = f"`{clears}` starts this run's" if clears else f"`{other['clears']}` starts that run's"
-            raise KernlockError(
+            raise BindingError(
                 f"another `kernlock run` binds {site} to {runs.describe(other)} until it ends, and {who} processes "
-                "without their environment: they could not tell the two locks apart. Wait for it to end, or run "
-                "from a Python environment of its own."
+                "without their environment: they could not tell the two locks apart",
+                fix="Wait for it to end, or run from a Python environment of its own",
             )
     return binding
 

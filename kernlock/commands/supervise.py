@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 
-from kernlock.errors import KernlockError
+from kernlock.errors import LaunchError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ _FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT)
 
 def supervise(argv: list[str], env: dict[str, str], binding: Binding | None) -> int:
     """Run ``argv`` to its end (see the module) and return its status as subprocess does (``-N``: killed by signal
-    N); the binding is removed first. Raises KernlockError where ``argv`` cannot be started."""
+    N); the binding is removed first. Raises LaunchError where ``argv`` cannot be started."""
     import subprocess
 
     from kernlock.runtime.runs import HEARTBEAT
@@ -44,7 +44,9 @@ def supervise(argv: list[str], env: dict[str, str], binding: Binding | None) -> 
         try:
             child = subprocess.Popen(argv, env=env, preexec_fn=_in_child(previous))
         except OSError as err:
-            raise KernlockError(f"cannot run {argv[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+            raise LaunchError(
+                f"cannot run {argv[0]!r}", why=f"{err.strerror or err}", fix="check the command and PATH"
+            ) from err
         try:
             while child.poll() is None:
                 got = signal.sigtimedwait(waited, HEARTBEAT)

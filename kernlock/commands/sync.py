@@ -41,9 +41,9 @@ def this_environment(lock: Lock) -> str:
     env = str(detect())
     if env not in lock.environments:
         raise LockError(
-            f"this machine ({env}) is not an environment of kernels.lock (it covers {', '.join(lock.environments)}); "
-            "add it to `environments` in [tool.kernlock] and run `kernlock lock`, or fill a shared cache with "
-            "`kernlock sync --all-environments`."
+            f"this machine ({env}) is not an environment of kernels.lock (it covers {', '.join(lock.environments)})",
+            fix="add it to `environments` in [tool.kernlock] and run `kernlock lock`, or fill a shared cache with "
+            "`kernlock sync --all-environments`",
         )
     return env
 

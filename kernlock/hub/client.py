@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from huggingface_hub import hf_hub_url
 
-from kernlock.errors import IntegrityError, KernlockError, NotFoundError, UnknownRevisionError
+from kernlock.errors import CacheError, IntegrityError, NotFoundError, UnknownRevisionError
 from kernlock.hub.answers import (
     MAX_LISTING,
     MAX_READ,
@@ -315,16 +315,17 @@ class Hub:
     @staticmethod
     def _write_cache(path: Path, data: bytes) -> None:
         """Cache ``data`` at ``path`` (never through a symlink). A cache that cannot be written (read-only, full)
-        only loses time: the answer is asked again next time; any other OSError is a KernlockError."""
+        only loses time: the answer is asked again next time; any other OSError is a CacheError."""
         try:
             if path.is_symlink():
                 path.unlink()
             write_bytes_atomic(path, data, private=True)
         except OSError as err:
             if not unwritable(err):
-                raise KernlockError(
-                    f"cannot write kernlock's cache of Hub answers at {path} ({err.strerror or err}); point "
-                    "KERNLOCK_CACHE at a writable folder and try again."
+                raise CacheError(
+                    f"cannot write kernlock's cache of Hub answers at {path}",
+                    why=f"{err.strerror or err}",
+                    fix="point KERNLOCK_CACHE at a writable folder and try again",
                 ) from err
 
 

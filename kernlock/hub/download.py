@@ -20,6 +20,7 @@ from kernlock.hub.http import HubSession, Retry, content_length, timeout
 from kernlock.util import interrupt
 from kernlock.util.hashing import StreamHash
 from kernlock.util.sharing import make_folder
+from kernlock.util.wording import RETRY_SYNC
 
 if TYPE_CHECKING:
     from httpx2 import Response
@@ -46,8 +47,8 @@ class Transfer:
         """The error for a Hub that serves another size than the lock records."""
         return IntegrityError(
             f"{self.session.endpoint} served {self.what} with {served}, but kernels.lock records {self.size} bytes "
-            f"({self.url}); nothing was installed. Retry `kernlock sync`; if it persists the endpoint serves other "
-            "content than the lock was made from (check HF_ENDPOINT)."
+            f"({self.url}); nothing was installed",
+            fix=RETRY_SYNC,
         )
 
 

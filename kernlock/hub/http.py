@@ -202,16 +202,16 @@ class HubSession:
             return names.check_commit(value)
         except ValueError:
             raise HubError(
-                f"the Hub at {self.endpoint} answered an invalid commit id {show(value)} for {repo} ({url}); {_FIX}."
+                f"the Hub at {self.endpoint} answered an invalid commit id {show(value)} for {repo} ({url})", fix=_FIX
             ) from None
 
     def invalid(self, what: str, url: str) -> HubError:
         """The error for an answer kernlock cannot use."""
-        return HubError(f"the Hub at {self.endpoint} answered {what} ({url}); {_FIX}.")
+        return HubError(f"the Hub at {self.endpoint} answered {what} ({url})", fix=_FIX)
 
     def too_large(self, what: str, url: str, limit: int) -> HubError:
         """The error for an answer larger than ``limit`` bytes."""
-        return HubError(f"the Hub at {self.endpoint} answered more than {limit} bytes for {what} ({url}); {_FIX}.")
+        return HubError(f"the Hub at {self.endpoint} answered more than {limit} bytes for {what} ({url})", fix=_FIX)
 
     # -- retries and error mapping --
 
@@ -228,8 +228,8 @@ class HubSession:
                 return fn()
             except RepositoryNotFoundError as err:
                 raise NotFoundError(
-                    f"{what} was not found on {self.endpoint} (or it is private and no token is set); "
-                    "check the name, e.g. kernels-community/activation."
+                    f"{what} was not found on {self.endpoint} (or it is private and no token is set)",
+                    fix="check the name, e.g. kernels-community/activation",
                 ) from err
             except RevisionNotFoundError as err:
                 raise NotFoundError(f"{what}: revision not found on {self.endpoint}.") from err
@@ -240,20 +240,20 @@ class HubSession:
                     raise NotFoundError(f"{what} was not found on {self.endpoint}.") from err
                 if status in (401, 403):
                     raise HubError(
-                        f"the Hub at {self.endpoint} refused access to {what} (HTTP {status}); check HF_TOKEN "
-                        "(`hf auth login`) and that it may read this repo."
+                        f"the Hub at {self.endpoint} refused access to {what} (HTTP {status})",
+                        fix="check HF_TOKEN (`hf auth login`) and that it may read this repo",
                     ) from err
                 if status not in RETRY_STATUSES:
-                    raise HubError(f"the Hub at {self.endpoint} answered HTTP {status} for {what}; {_FIX}.") from err
+                    raise HubError(f"the Hub at {self.endpoint} answered HTTP {status} for {what}", fix=_FIX) from err
                 fault: BaseException = err
             except OfflineModeIsEnabled as err:
                 raise HubError(
-                    f"{what}: the Hub is needed but HF_HUB_OFFLINE is set; run this once online, "
-                    "or `kernlock sync` before going offline."
+                    f"{what}: the Hub is needed but HF_HUB_OFFLINE is set",
+                    fix="run this once online, or `kernlock sync` before going offline",
                 ) from err
             except httpx.UnsupportedProtocol as err:
                 raise HubError(
-                    f"cannot reach the Hub at {self.endpoint} ({_one_line(err)}); check HF_ENDPOINT."
+                    f"cannot reach the Hub at {self.endpoint} ({_one_line(err)})", fix="check HF_ENDPOINT"
                 ) from err
             except _NETWORK_FAULTS as err:
                 fault = err
@@ -297,23 +297,24 @@ class HubSession:
         tried = f"after {count(attempts, 'attempt')}" + (f" ({spent})" if spent else "")
         if isinstance(fault, HfHubHTTPError):
             status = fault.response.status_code if fault.response is not None else 0
-            hint = (
-                "rate limited: set HF_TOKEN (`hf auth login`) or wait, then try again later"
-                if status == 429
-                else "the Hub (or a proxy in between) is failing: try again later, or check HF_ENDPOINT"
-            )
+            limited = status == 429
             error: KernlockError = HubError(
-                f"the Hub at {self.endpoint} answered HTTP {status} for {what} {tried}; {hint}."
+                f"the Hub at {self.endpoint} answered HTTP {status} for {what} {tried}",
+                why="rate limited" if limited else "the Hub (or a proxy in between) is failing",
+                fix="set HF_TOKEN (`hf auth login`) or wait, then try again later"
+                if limited
+                else "try again later, or check HF_ENDPOINT",
             )
         elif isinstance(fault, (httpx.ConnectError, httpx.ConnectTimeout)):
             error = UnreachableError(
-                f"cannot reach the Hub at {self.endpoint} ({type(fault).__name__}: {_one_line(fault)}) {tried}; check "
-                "the network or HF_ENDPOINT."
+                f"cannot reach the Hub at {self.endpoint} ({type(fault).__name__}: {_one_line(fault)}) {tried}",
+                fix="check the network or HF_ENDPOINT",
             )
         else:
             error = HubError(
                 f"the connection to the Hub at {self.endpoint} failed while fetching {what} ({type(fault).__name__}: "
-                f"{_one_line(fault)}) {tried}; check the network or HF_ENDPOINT, then try again."
+                f"{_one_line(fault)}) {tried}",
+                fix="check the network or HF_ENDPOINT, then try again",
             )
         with self._lock:
             if self._failed is None:
@@ -348,9 +349,11 @@ class HubSession:
 
 
 def _copy(error: KernlockError) -> KernlockError:
-    """A new exception of the same type and message (one object is never raised in two threads)."""
+    """A new exception of the same type, message and parts (one object is never raised in two threads)."""
+    import copy
+
     try:
-        return type(error)(str(error))
+        return copy.copy(error)  # as pickling rebuilds it: the message, then the parts
     except TypeError:  # an error type whose constructor wants more: its message as a HubError
         return HubError(str(error))
 

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kernlock.errors import JsonLockError, LockError
+from kernlock.errors import LockError
 from kernlock.lock.document import HEADER, content_hash, dumps, entry_table, facts_document, normalized
 from kernlock.lock.model import Lock
 from kernlock.lock.schema import LOCK_VERSION
@@ -87,8 +87,9 @@ def read_foreign(path: Path) -> Lock:
 def foreign_too_large(where: str, limit: int = FOREIGN_MAX) -> LockError:
     """The refusal of a lock from elsewhere larger than ``limit`` bytes: one line, naming the fix."""
     return LockError(
-        f"{where} is over {limit >> 20} MiB, more than any lock a model or another tool carries (a few KiB): "
-        "kernlock does not read it; delete it, or write it again (save the model from an activated process)."
+        f"{where} is over {limit >> 20} MiB, more than any lock a model or another tool carries (a few KiB)",
+        why="kernlock does not read it",
+        fix="delete it, or write it again (save the model from an activated process)",
     )
 
 
@@ -103,9 +104,9 @@ def read_text(path: Path, limit: int | None = None) -> str:
             with open(path, "rb") as handle:
                 data = handle.read(limit + 1)
     except FileNotFoundError as err:
-        raise LockError(f"no {LOCK_NAME} at {path}; run `kernlock lock` to create it.") from err
+        raise LockError(f"no {LOCK_NAME} at {path}", fix="run `kernlock lock` to create it") from err
     except OSError as err:
-        raise LockError(f"cannot read {path} ({err.strerror or err}); check its permissions.") from err
+        raise LockError(f"cannot read {path}", why=f"{err.strerror or err}", fix="check its permissions") from err
     if limit is not None and len(data) > limit:
         raise foreign_too_large(str(path), limit)
     try:
@@ -124,7 +125,7 @@ def loads(text: str, where: str = LOCK_NAME, *, canonical: bool = True, legacy: 
     from kernlock.lock import interop  # kernels' own lock format: only to name it in an error
 
     if interop.looks_like_json_lock(text):
-        raise JsonLockError(interop.json_lock_message(where))
+        raise interop.json_lock_error(where)
     try:
         data = tomllib.loads(text)
     except RecursionError:  # tomllib recurses once per nested array or inline table: `x = [[[[...`

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import KernlockError, ProjectError
+from kernlock.errors import ArgumentError, ExportError, JsonLockError, ProjectError
 from kernlock.lock.model import Lock
 from kernlock.util import names
 from kernlock.util.atomic import write_text_atomic
@@ -31,7 +31,7 @@ __all__ = [
     "MOVED_NAME",
     "JsonLockPin",
     "export",
-    "json_lock_message",
+    "json_lock_error",
     "kernels_dependencies",
     "kernels_pins",
     "looks_like_json_lock",
@@ -73,12 +73,12 @@ def looks_like_json_lock(text: str) -> bool:
         return False
 
 
-def json_lock_message(where: str) -> str:
+def json_lock_error(where: str) -> JsonLockError:
     """The error for a kernels JSON lock where kernlock expects its own: kept as it is, and the migration named."""
-    return (
-        f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite "
-        "it. Run `kernlock import` to migrate it (its commits are kept, the JSON lock is moved to "
-        f"{MOVED_NAME}), or remove it to start over."
+    return JsonLockError(
+        f"{where} is the kernels library's JSON lock (`kernels lock`), not kernlock's; kernlock does not overwrite it",
+        fix=f"Run `kernlock import` to migrate it (its commits are kept, the JSON lock is moved to {MOVED_NAME}), or "
+        "remove it to start over",
     )
 
 
@@ -168,8 +168,10 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
 def kernels_pins(lock: Lock, environment: str | None = None) -> list[JsonLockPin]:
     """One pin per locked repo (of ``environment``'s entries when given), ordered by repo."""
     if environment is not None and environment not in lock.environments:
-        raise KernlockError(
-            f"--environment {environment}: kernels.lock covers {', '.join(lock.environments)}; pick one of them."
+        raise ArgumentError(
+            f"--environment {environment}",
+            why=f"kernels.lock covers {', '.join(lock.environments)}",
+            fix="pick one of them",
         )
     pins: dict[str, JsonLockPin] = {}
     for entry in lock.kernels:
@@ -178,10 +180,11 @@ def kernels_pins(lock: Lock, environment: str | None = None) -> list[JsonLockPin
         pin = JsonLockPin(repo=entry.repo, rev=entry.requested, commit=entry.commit)
         other = pins.setdefault(entry.repo, pin)
         if other.commit != pin.commit:
-            raise KernlockError(
+            raise ExportError(
                 f"kernels.lock locks {entry.repo} to {other.commit[:12]} ({other.rev}) and {pin.commit[:12]} "
-                f"({pin.rev}) on different environments; the kernels library's lock holds one commit per kernel: "
-                "choose with `kernlock export --format kernels --environment ENV`."
+                f"({pin.rev}) on different environments",
+                why="the kernels library's lock holds one commit per kernel",
+                fix="choose with `kernlock export --format kernels --environment ENV`",
             )
     return [pins[repo] for repo in sorted(pins)]
 

@@ -41,7 +41,7 @@ REPAIR = (
 
 def damaged(where: str, why: str) -> DamagedLockError:
     """The refusal of a lock that fails its checks: where, what failed, and the two fixes."""
-    return DamagedLockError(f"{where}: {why}; {REPAIR}.", why)
+    return DamagedLockError(where, why=why, fix=REPAIR)
 
 
 #: A key a newer kernlock may have added (the form of every key kernlock writes): only such a key is skipped in a

@@ -204,7 +204,8 @@ def load(root: Path | str) -> Project:
         if twin != repo:
             raise ProjectError(
                 f'{pyproject}: [tool.kernlock.kernels] names one repo twice ("{twin}" and "{repo}"; '
-                "repo ids are not case-sensitive); keep one."
+                "repo ids are not case-sensitive)",
+                fix="keep one",
             )
         requirements[repo] = _parse_requirement(repo, rev, pyproject)
         _check_scope(requirements[repo], environments, pyproject)
@@ -353,8 +354,10 @@ def read_document(path: Path) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(path.read_text(encoding="utf-8"))
     except tomlkit.exceptions.TOMLKitError as err:
-        raise ProjectError(f"{path}: not valid TOML ({err}); fix the file and run the command again.") from err
+        raise ProjectError(f"{path}: not valid TOML ({err})", fix="fix the file and run the command again") from err
     except UnicodeDecodeError as err:
-        raise ProjectError(f"{path} is not UTF-8 text ({err}); save it as UTF-8 and run the command again.") from err
+        raise ProjectError(
+            f"{path} is not UTF-8 text ({err})", fix="save it as UTF-8 and run the command again"
+        ) from err
     except OSError as err:
         raise ProjectError(f"cannot read {path}: {err.strerror or err}.") from err

@@ -35,7 +35,7 @@ def locate(root: Path | str | None) -> Path:
     found = find_root()
     if found is None:
         raise ProjectError(
-            f"no pyproject.toml in {Path.cwd()} or any parent folder (up to the repository root); run the command "
-            "in your project, pass --project DIR, or create one with `kernlock add org/name`."
+            f"no pyproject.toml in {Path.cwd()} or any parent folder (up to the repository root)",
+            fix="run the command in your project, pass --project DIR, or create one with `kernlock add org/name`",
         )
     return found

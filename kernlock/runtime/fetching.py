@@ -28,8 +28,9 @@ def fetch_missing(entry: LockedKernel, variant: LockedVariant, missing: NotSynce
     head = f"{entry.repo} {variant.name} (commit {entry.commit[:12]}) is not synced here{where}"
     if hfenv.offline():
         raise NotSyncedError(
-            f"{head}, and HF_HUB_OFFLINE=1 forbids downloading it. Run `kernlock sync` on this machine while the "
-            "Hub is reachable, or `kernlock bundle` where it is and `kernlock sync --from BUNDLE` here."
+            f"{head}, and HF_HUB_OFFLINE=1 forbids downloading it",
+            fix="Run `kernlock sync` on this machine while the Hub is reachable, or `kernlock bundle` where it is and "
+            "`kernlock sync --from BUNDLE` here",
         ) from missing
     try:
         from kernlock.hub.client import Hub
@@ -39,7 +40,9 @@ def fetch_missing(entry: LockedKernel, variant: LockedVariant, missing: NotSynce
         return ensure_variant(entry, variant, hub=hub, signatures=_signature_check(lockfile))
     except HubError as err:
         raise NotSyncedError(
-            f"{head} and could not be downloaded: {err} Run `kernlock sync` where the Hub is reachable, then run again."
+            f"{head} and could not be downloaded",
+            why=str(err).rstrip("."),
+            fix="Run `kernlock sync` where the Hub is reachable, then run again",
         ) from err
 
 

@@ -109,8 +109,9 @@ def refuse_unlocked(repo: Any) -> str | None:
         from kernlock.errors import ActivationError
 
         raise ActivationError(
-            f"{what}; {fix}, or turn transformers' Hub kernels off with USE_HUB_KERNELS=0 (or set KERNLOCK_MODE=warn "
-            "to keep torch's own forward for it)."
+            what,
+            fix=f"{fix}, or turn transformers' Hub kernels off with USE_HUB_KERNELS=0 (or set KERNLOCK_MODE=warn to "
+            "keep torch's own forward for it)",
         )
     policy.warn_once(f"implicit:{repo_id}", f"{what}: keeping torch's own forward for it; {fix}.")
     return f"{what}; {fix}."

@@ -145,8 +145,9 @@ def _detect() -> str:
         if importlib.util.find_spec("torch") is not None:
             raise ActivationError(str(err)) from None
         raise ActivationError(
-            "kernlock cannot tell which locked build this process loads: torch is not installed, and every "
-            "environment of kernels.lock is a torch machine. Install torch, or load without kernlock.activate."
+            "kernlock cannot tell which locked build this process loads",
+            why="torch is not installed, and every environment of kernels.lock is a torch machine",
+            fix="Install torch, or load without kernlock.activate",
         ) from None
 
 
@@ -200,19 +201,20 @@ def locked_entry(repo: str, asked: str) -> LockedKernel | None:
         recording.note(repo, asked, locked)
     if not locked:
         where = f"{settings.lockfile}" + (f" for {here}" if repo in lock.repos else "")
-        message = f"{repo} ({asked}) is not in {where}; add it with `kernlock add {_spec(repo, asked)}`" + (
+        fix = f"add it with `kernlock add {_spec(repo, asked)}`" + (
             ", or record every kernel a run asks for with `kernlock run --record -- CMD...` (or set "
-            "KERNLOCK_MODE=warn to load unlocked kernels with a warning)."
+            "KERNLOCK_MODE=warn to load unlocked kernels with a warning)"
             if strict()
-            else "."
+            else ""
         )
+        unlocked = ActivationError(f"{repo} ({asked}) is not in {where}", fix=fix)
         if strict():
-            raise ActivationError(message)
-        warn_once(f"unlocked:{repo}", message + " Loading it unlocked and unverified, as kernels would.")
+            raise unlocked
+        warn_once(f"unlocked:{repo}", f"{unlocked} Loading it unlocked and unverified, as kernels would.")
         return None
     entry = state.lock.entry_for(repo, state.environment)
     if entry is None or entry.variant_for(state.environment) is None:
-        raise ActivationError(_not_covered(state, settings.lockfile))
+        raise _not_covered(state, settings.lockfile)
     return entry
 
 
@@ -222,11 +224,11 @@ def _spec(repo: str, asked: str) -> str:
     return f"{repo}@v{value}" if kind == "version" else f"{repo}@{value}" if kind == "revision" else repo
 
 
-def _not_covered(state: _State, lockfile: str) -> str:
+def _not_covered(state: _State, lockfile: str) -> ActivationError:
     covered = ", ".join(state.lock.environments) or "none"
-    return (
-        f"{lockfile} does not cover this environment, {state.environment} (it covers: {covered}); "
-        f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`.'
+    return ActivationError(
+        f"{lockfile} does not cover this environment, {state.environment} (it covers: {covered})",
+        fix=f'add "{state.environment}" to `environments` in [tool.kernlock] and run `kernlock lock`',
     )
 
 
@@ -258,14 +260,15 @@ def note_version(repo: str, version: int, entry: LockedKernel) -> None:
 def _check_revision(repo: str, revision: str, entry: LockedKernel) -> None:
     if satisfies(entry, revision):
         return
-    message = (
+    refusal = ActivationError(
         f"{repo}@{revision} is requested, but kernels.lock pins {repo} to {entry.requested} "
-        f"(commit {entry.commit[:12]}). Load it without a revision or with @{entry.ref}, or change the "
-        f"requirement: `kernlock add {repo}@{revision}`."
+        f"(commit {entry.commit[:12]})",
+        fix=f"Load it without a revision or with @{entry.ref}, or change the requirement: "
+        f"`kernlock add {repo}@{revision}`",
     )
     if strict():
-        raise ActivationError(message)
-    warn_once(f"revision:{repo}@{revision}", message + " Loading the locked build.")
+        raise refusal
+    warn_once(f"revision:{repo}@{revision}", f"{refusal} Loading the locked build.")
 
 
 def locate(
@@ -284,8 +287,8 @@ def locate(
     state = _current()
     if backend is not None and state.backend is not None and backend != state.backend:
         raise ActivationError(
-            f"{repo} is asked for backend={backend!r}, but kernels.lock locks the {state.environment} build "
-            f"here; drop the backend argument, or lock an environment with that backend in [tool.kernlock]."
+            f"{repo} is asked for backend={backend!r}, but kernels.lock locks the {state.environment} build here",
+            fix="drop the backend argument, or lock an environment with that backend in [tool.kernlock]",
         )
     variant = entry.variant_for(state.environment)
     assert variant is not None
@@ -338,7 +341,7 @@ def locked_builds() -> tuple[dict[str, Path], dict[str, str]]:
         entry = state.lock.entry_for(repo, state.environment)
         variant = entry.variant_for(state.environment) if entry is not None else None
         if entry is None or variant is None:
-            problems[repo] = _not_covered(state, settings.lockfile)
+            problems[repo] = str(_not_covered(state, settings.lockfile))
             continue
         try:
             builds[repo] = _verified_path(state, entry, variant)

@@ -21,7 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
-from kernlock.errors import ActivationError, DamagedLockError, KernlockError
+from kernlock.errors import DamagedLockError, KernlockError, OtherBuildsError
 from kernlock.lock import check_results
 from kernlock.lock import file as lockfile
 from kernlock.lock.model import Lock, LockedKernel
@@ -31,7 +31,6 @@ from kernlock.runtime import state as activated
 __all__ = [
     "ENV",
     "FILE_NAME",
-    "OtherBuildsError",
     "card_section",
     "carried",
     "compare",
@@ -44,10 +43,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("kernlock")
-
-
-class OtherBuildsError(ActivationError):
-    """Strict mode: a model folder was computed with other builds than the lock in force would load here."""
 
 
 #: The switch: ``0``/``false``/``off``/``no`` turns writing and comparing off, ``1``/``true``/``on``/``yes`` on.
@@ -262,7 +257,7 @@ def compare(folder: str | os.PathLike[str]) -> None:
     try:
         theirs = lockfile.read_foreign(path)  # a model's: at most FOREIGN_MAX bytes read
     except KernlockError as err:
-        why = err.why if isinstance(err, DamagedLockError) else str(err)
+        why = (err.why if isinstance(err, DamagedLockError) else None) or str(err)
         policy.warn_once(
             f"unreadable:{key}",
             f"cannot compare {path} with the lock in force: {why.rstrip('.')}. It is not a kernels.lock kernlock "
@@ -287,9 +282,9 @@ def compare(folder: str | os.PathLike[str]) -> None:
     message = f"{where.name or where} was trained with " + "; and with ".join(changes)
     if policy.strict():
         raise OtherBuildsError(
-            f"{message}. Resuming would change the kernel builds mid-run: run on the model's builds with "
-            f"`kernlock add --from {where}`, or set KERNLOCK_MODE=warn to go on with this run's builds "
-            f"({ENV}=0 turns this comparison off)."
+            f"{message}. Resuming would change the kernel builds mid-run",
+            fix=f"run on the model's builds with `kernlock add --from {where}`, or set KERNLOCK_MODE=warn to go on "
+            f"with this run's builds ({ENV}=0 turns this comparison off)",
         )
     logger.warning("kernlock: %s (warn mode: going on with this run's builds).", message)
 

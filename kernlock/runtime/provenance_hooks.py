@@ -46,8 +46,8 @@ def _argument(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str,
 def _quietly(what: str, action: Any, *args: Any) -> Any:
     """Run ``action``; the strict-mode refusal of other builds goes through, any other failure is one warning (the
     run goes on)."""
+    from kernlock.errors import OtherBuildsError
     from kernlock.runtime import policy
-    from kernlock.runtime.provenance import OtherBuildsError
 
     try:
         return action(*args)

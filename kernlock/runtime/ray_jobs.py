@@ -153,9 +153,8 @@ def _merged(env: dict[str, Any], package: Path) -> dict[str, Any]:
             from kernlock.errors import ActivationError
 
             raise ActivationError(
-                f"the job's runtime_env has a worker_process_setup_hook kernlock cannot run after its own "
-                f"({theirs!r}); give it as a 'module.function' string, and kernlock runs it after activating the "
-                "worker."
+                f"the job's runtime_env has a worker_process_setup_hook kernlock cannot run after its own ({theirs!r})",
+                fix="give it as a 'module.function' string, and kernlock runs it after activating the worker",
             )
         env_vars[NEXT_SETUP_ENV] = theirs
     env["worker_process_setup_hook"] = SETUP
@@ -175,7 +174,9 @@ def _load(name: str, what: str) -> Any:
     except (ImportError, AttributeError, ValueError) as err:
         from kernlock.errors import ActivationError
 
-        raise ActivationError(f"cannot load the {what} {name!r}: {err}; fix the name, or unset it.") from err
+        raise ActivationError(
+            f"cannot load the {what} {name!r}", why=str(err), fix="fix the name, or unset it"
+        ) from err
 
 
 def _node() -> str:

@@ -72,8 +72,9 @@ def make_folder() -> Path:
     parent = cache_root() / "record"
     if not private(parent, create=True):
         raise ActivationError(
-            f"cannot keep `kernlock run --record`'s records in {parent}: it cannot be created, or it is not this "
-            "user's alone (a group or others can write it); point KERNLOCK_CACHE at a folder of your own."
+            f"cannot keep `kernlock run --record`'s records in {parent}",
+            why="it cannot be created, or it is not this user's alone (a group or others can write it)",
+            fix="point KERNLOCK_CACHE at a folder of your own",
         )
     folder = parent / f"{os.getpid()}-{secrets.token_hex(8)}"
     folder.mkdir(mode=0o700)

@@ -125,9 +125,9 @@ def activate(site: str) -> Settings | None:
         from kernlock.errors import ActivationError
 
         raise ActivationError(
-            f"{len(live)} `kernlock run`s in progress bind {site} to different settings: "
-            f"{'; '.join(describe(run) for run in live)}. This process got no KERNLOCK_LOCKFILE to tell them apart: "
-            "run them one at a time, or from Python environments of their own."
+            f"{len(live)} `kernlock run`s in progress bind {site} to different settings",
+            why=f"{'; '.join(describe(run) for run in live)}. This process got no KERNLOCK_LOCKFILE to tell them apart",
+            fix="run them one at a time, or from Python environments of their own",
         )
     for key, value in live[0]["settings"].items():
         os.environ.setdefault(key, value)

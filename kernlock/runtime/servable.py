@@ -72,9 +72,9 @@ def check(entry: LockedKernel, variant: LockedVariant, path: Path, environment: 
     build = f"{entry.repo} {variant.name} (commit {entry.commit[:12]})"
     if not any(f.path == "metadata.json" for f in variant.files):
         raise ActivationError(
-            f"{build} has no metadata.json, which kernels reads to load any build (every release since 0.15). "
-            f"Lock a revision whose builds have one: `kernlock add {entry.repo}@<rev>` (`kernlock outdated` lists "
-            "the newer ones); `kernlock lock` now refuses such builds."
+            f"{build} has no metadata.json, which kernels reads to load any build (every release since 0.15)",
+            fix=f"Lock a revision whose builds have one: `kernlock add {entry.repo}@<rev>` (`kernlock outdated` lists "
+            "the newer ones); `kernlock lock` now refuses such builds",
         )
     version = loader_version()
     if reads_0_19_builds(version):
@@ -85,12 +85,13 @@ def check(entry: LockedKernel, variant: LockedVariant, path: Path, environment: 
     if new_name(variant.name):
         raise ActivationError(
             f"{build}: kernels.lock locks a build whose name is in kernels 0.19's form, which kernels {version} "
-            f"cannot read. Upgrade kernels to 0.19+ ({INSTALL_PAIR}), or declare this environment's loader, "
-            f"{declare} in `environments` of [tool.kernlock], and run `kernlock lock` to lock a build it reads."
+            "cannot read",
+            fix=f"Upgrade kernels to 0.19+ ({INSTALL_PAIR}), or declare this environment's loader, {declare} in "
+            "`environments` of [tool.kernlock], and run `kernlock lock` to lock a build it reads",
         )
     if zip_build(variant, path):
         raise ActivationError(
-            f'{build} is a ZIP build (build-layout "zip"), which only kernels 0.19+ loads, not kernels {version}. '
-            f"Upgrade kernels to 0.19+ ({INSTALL_PAIR}), or lock a release with a files-layout build: declare "
-            f"{declare} in `environments` of [tool.kernlock] and run `kernlock lock`."
+            f'{build} is a ZIP build (build-layout "zip"), which only kernels 0.19+ loads, not kernels {version}',
+            fix=f"Upgrade kernels to 0.19+ ({INSTALL_PAIR}), or lock a release with a files-layout build: declare "
+            f"{declare} in `environments` of [tool.kernlock] and run `kernlock lock`",
         )

@@ -34,6 +34,8 @@ BUNDLE = "metadata.json.sigstore"
 #: A bundle is a few KB; anything over this is refused before it is parsed.
 MAX_BUNDLE = 1 << 20
 _FULCIO = "1.3.6.1.4.1.57264.1."
+#: The fix of a trusted root that cannot be used.
+_ROOT_FIX = "fix `trusted-root` in [tool.kernlock.signatures] or $KERNLOCK_SIGSTORE_TRUSTED_ROOT"
 
 
 def _der_utf8(raw: bytes) -> str:
@@ -105,15 +107,11 @@ class BundleVerifier:
 
                 self._verifier = Verifier(trusted_root=TrustedRoot.from_file(str(trusted_root)))
         except FileNotFoundError:
-            raise SignatureError(
-                f"the sigstore trusted root {trusted_root} does not exist; fix `trusted-root` in "
-                "[tool.kernlock.signatures] or $KERNLOCK_SIGSTORE_TRUSTED_ROOT."
-            ) from None
+            raise SignatureError(f"the sigstore trusted root {trusted_root} does not exist", fix=_ROOT_FIX) from None
         except Exception as err:  # sigstore's own errors, pydantic's, an unreadable file
             where = trusted_root or "sigstore's public-good trusted root"
             raise SignatureError(
-                f"cannot read the sigstore trusted root {where} ({_short(err)}); fix `trusted-root` in "
-                "[tool.kernlock.signatures] or $KERNLOCK_SIGSTORE_TRUSTED_ROOT."
+                f"cannot read the sigstore trusted root {where} ({_short(err)})", fix=_ROOT_FIX
             ) from None
 
     def verify(self, what: str, metadata: bytes, bundle: bytes, signers: Iterable[Signer], *, fix: str) -> Signature:
@@ -126,28 +124,30 @@ class BundleVerifier:
         if len(bundle) > MAX_BUNDLE:
             raise SignatureError(
                 f"{what}: {BUNDLE} is {len(bundle)} bytes, over the {MAX_BUNDLE // 1024} KiB a sigstore bundle may "
-                f"have; it is not a signature kernlock accepts; {fix}"
+                f"have; it is not a signature kernlock accepts",
+                fix=fix,
             )
         try:
             parsed = Bundle.from_json(bundle)
         except Exception as err:  # InvalidBundle, JSON and pydantic errors: all mean "not a bundle"
-            raise SignatureError(f"{what}: {BUNDLE} is not a sigstore bundle ({_short(err)}); {fix}") from None
+            raise SignatureError(f"{what}: {BUNDLE} is not a sigstore bundle ({_short(err)})", fix=fix) from None
         try:
             identity = _identity(parsed.signing_certificate)
         except Exception as err:
-            raise SignatureError(f"{what}: {BUNDLE} holds no readable certificate ({_short(err)}); {fix}") from None
+            raise SignatureError(f"{what}: {BUNDLE} holds no readable certificate ({_short(err)})", fix=fix) from None
         try:
             self._verifier.verify_artifact(metadata, parsed, policy.UnsafeNoOp())
         except Exception as err:  # VerificationError, and the errors sigstore raises outside it (ExtensionNotFound)
             root = self.trusted_root or "sigstore's public-good trusted root"
             raise SignatureError(
                 f"{what}: the signature in {BUNDLE} does not verify over {METADATA} against {root} "
-                f"({_short(err)}); it claims {_who(identity)}; {fix}"
+                f"({_short(err)}); it claims {_who(identity)}",
+                fix=fix,
             ) from None
         if not any(_accepts(signer, identity) for signer in signers):
             raise SignatureError(
-                f"{what}: {METADATA} is signed by {_who(identity)}, but kernels.lock expects {_expected(signers)}; "
-                f"{fix}"
+                f"{what}: {METADATA} is signed by {_who(identity)}, but kernels.lock expects {_expected(signers)}",
+                fix=fix,
             )
         entry: Any = getattr(parsed.log_entry, "_inner", parsed.log_entry)  # sigstore 4 keeps the fields there
         return Signature(
@@ -162,13 +162,13 @@ class BundleVerifier:
     def reverify(self, what: str, metadata: bytes, bundle: bytes, record: Signature, *, fix: str) -> None:
         """Verify a synced bundle again, offline, against the signer kernels.lock recorded for it."""
         if "sha256:" + sha256_hex(bundle) != record.bundle:
-            raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded; {fix}")
+            raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded", fix=fix)
         from kernlock.project.signatures import Signer
 
         signer = Signer(repository=record.repository, workflows=(record.signer,), issuer=record.issuer)
         found = self.verify(what, metadata, bundle, (signer,), fix=fix)
         if (found.log_index, found.integrated_time) != (record.log_index, record.integrated_time):
-            raise SignatureError(f"{what}: {BUNDLE} names another transparency log entry than kernels.lock; {fix}")
+            raise SignatureError(f"{what}: {BUNDLE} names another transparency log entry than kernels.lock", fix=fix)
 
 
 def _short(err: BaseException, limit: int = 200) -> str:
@@ -194,12 +194,12 @@ def check_digest(
     try:
         digest = json.loads(metadata).get("digest")
     except (ValueError, AttributeError):
-        raise SignedDigestError(f"{what}: the signed {METADATA} is not a JSON object; {fix}") from None
+        raise SignedDigestError(f"{what}: the signed {METADATA} is not a JSON object", fix=fix) from None
     if not isinstance(digest, dict) or not isinstance(digest.get("files"), dict):
-        raise SignedDigestError(f"{what}: the signed {METADATA} has no `digest` of the build's files; {fix}")
+        raise SignedDigestError(f"{what}: the signed {METADATA} has no `digest` of the build's files", fix=fix)
     algorithm = digest.get("algorithm")
     if algorithm not in ("sha256", "sha512"):
-        raise SignedDigestError(f"{what}: the signed digest uses {algorithm!r}, not sha256 or sha512; {fix}")
+        raise SignedDigestError(f"{what}: the signed digest uses {algorithm!r}, not sha256 or sha512", fix=fix)
     listed: dict[str, Any] = digest["files"]
     locked = {f.path: f for f in files if covered(f.path)}
     missing, unknown = sorted(set(listed) - set(locked)), sorted(set(locked) - set(listed))
@@ -207,7 +207,7 @@ def check_digest(
         parts = ([f"lists {', '.join(missing[:3])}, which the build does not have"] if missing else []) + (
             [f"does not list {', '.join(unknown[:3])}"] if unknown else []
         )
-        raise SignedDigestError(f"{what}: the signed digest {' and '.join(parts)}; {fix}")
+        raise SignedDigestError(f"{what}: the signed digest {' and '.join(parts)}", fix=fix)
     from base64 import b64decode  # here: only a signed build has digests to compare (~1 ms of imports)
 
     for path, file in locked.items():
@@ -219,7 +219,7 @@ def check_digest(
         except ValueError:
             signed = b""
         if signed != actual:
-            raise SignedDigestError(f"{what}: {path} does not match the hash its signed digest gives; {fix}")
+            raise SignedDigestError(f"{what}: {path} does not match the hash its signed digest gives", fix=fix)
 
 
 def unsigned_allowed(mode: str, what: str, fix: str) -> None:
@@ -227,5 +227,6 @@ def unsigned_allowed(mode: str, what: str, fix: str) -> None:
     if mode == "require":
         raise SignatureError(
             f'{what}: the build has no {BUNDLE}, and [tool.kernlock.signatures] mode = "require" refuses '
-            f"unsigned builds; {fix}"
+            f"unsigned builds",
+            fix=fix,
         )

@@ -82,10 +82,11 @@ def record_signatures(lock: Lock, project: Project, hub: Hub) -> Lock:
         if bundle.size > MAX_BUNDLE:
             raise SignatureError(
                 f"{what}: {BUNDLE} is {bundle.size} bytes, over the {MAX_BUNDLE // 1024} KiB a sigstore bundle may "
-                f"have; it is not a signature kernlock accepts; {_fix(entry.repo)}"
+                f"have; it is not a signature kernlock accepts",
+                fix=_fix(entry.repo),
             )
         if metadata is None:
-            raise SignatureError(f"{what}: the build has a {BUNDLE} but no {METADATA} it signs; {_fix(entry.repo)}")
+            raise SignatureError(f"{what}: the build has a {BUNDLE} but no {METADATA} it signs", fix=_fix(entry.repo))
         base = f"build/{variant.name}/"
         return (
             hub.read_blob(entry.repo, entry.commit, base + METADATA, metadata.hash),

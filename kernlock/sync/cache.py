@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import IntegrityError, NotSyncedError
+from kernlock.errors import IntegrityError
 from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
 from kernlock.util import hfenv, names
 from kernlock.util.atomic import unwritable, write_bytes_atomic
@@ -44,7 +44,6 @@ __all__ = [
     "MARKER",
     "RECEIPTS",
     "RECEIPT_VERSION",
-    "VariantNotSynced",
     "blob_path",
     "cache_dir",
     "default_cache_dir",
@@ -117,19 +116,10 @@ def under(root: Path, *parts: str, cache: Path | None = None) -> Path:
 
 def _leaves(cache: Path, err: ValueError) -> IntegrityError:
     return IntegrityError(
-        f"the kernel cache {cache} holds a path that leads outside it: {err}. kernlock wrote and loaded nothing "
-        "there; remove that symlink (or point KERNELS_CACHE at another folder), then run `kernlock sync`."
+        f"the kernel cache {cache} holds a path that leads outside it",
+        why=f"{err}. kernlock wrote and loaded nothing there",
+        fix="remove that symlink (or point KERNELS_CACHE at another folder), then run `kernlock sync`",
     )
-
-
-class VariantNotSynced(NotSyncedError):
-    """A locked variant's files are not in the kernel cache (:func:`kernlock.sync.integrity.check_variant`);
-    ``detail`` says which are missing from which cache, for a caller that words its own message (a load that then
-    cannot download the variant keeps it)."""
-
-    def __init__(self, message: str, detail: str = "") -> None:
-        super().__init__(message)
-        self.detail = detail
 
 
 def repo_folder(repo: str, cache: Path | None = None) -> Path:

@@ -8,19 +8,23 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from kernlock.errors import KernlockError
+from kernlock.errors import DiskFullError
 from kernlock.lock.model import LockedKernel, LockedVariant
 from kernlock.sync.cache import blob_path
 from kernlock.util.wording import size
 
-__all__ = ["DiskFullError", "full_disk", "needed_bytes", "require_space"]
+__all__ = ["full_disk", "needed_bytes", "require_space"]
 
+#: The fix of a cache's disk without room.
+FREE_SPACE = (
+    "Free space there, or point KERNELS_CACHE (or HF_HUB_CACHE) at a disk with room, then run `kernlock sync` again"
+)
+#: The fix of a kernel cache that cannot be written for another reason.
+WRITABLE = (
+    "make it writable or point KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again"
+)
 #: Room kept beyond the files themselves: the snapshot links, receipts and lock files a sync writes.
 MARGIN = 1 << 20
-
-
-class DiskFullError(KernlockError):
-    """The kernel cache's disk has no room for what the lock needs."""
 
 
 def needed_bytes(pairs: Iterable[tuple[LockedKernel, LockedVariant]], cache: Path) -> int:
@@ -53,9 +57,10 @@ def require_space(pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path) 
     free = _free(cache)
     if free is not None and needed + MARGIN > free:
         raise DiskFullError(
-            f"not enough room for the kernel files in {cache}: they need {size(needed)} ({needed} bytes) and the "
-            f"disk has {size(free)} ({free} bytes) free; nothing was downloaded. Free space there, or point "
-            "KERNELS_CACHE (or HF_HUB_CACHE) at a disk with room, then run `kernlock sync` again."
+            f"not enough room for the kernel files in {cache}",
+            why=f"they need {size(needed)} ({needed} bytes) and the disk has {size(free)} ({free} bytes) free; "
+            "nothing was downloaded",
+            fix=FREE_SPACE,
         )
 
 
@@ -66,9 +71,9 @@ def full_disk(cache: Path, err: OSError) -> DiskFullError | None:
     free = _free(cache)
     left = f" ({size(free)} free now)" if free is not None else ""
     return DiskFullError(
-        f"the disk holding the kernel cache {cache} is full{left}: {err.strerror or err}; no partial file was "
-        "kept. Free space there, or point KERNELS_CACHE (or HF_HUB_CACHE) at a disk with room, then run "
-        "`kernlock sync` again."
+        f"the disk holding the kernel cache {cache} is full{left}",
+        why=f"{err.strerror or err}; no partial file was kept",
+        fix=FREE_SPACE,
     )
 
 

@@ -109,8 +109,8 @@ def sync(
     unknown = sorted(set(environments) - set(lock.environments))
     if unknown:
         raise NotSyncedError(
-            f"kernels.lock has no entries for {', '.join(unknown)} (it covers {', '.join(lock.environments)}); "
-            "add the environment to [tool.kernlock] environments and run `kernlock lock`."
+            f"kernels.lock has no entries for {', '.join(unknown)} (it covers {', '.join(lock.environments)})",
+            fix="add the environment to [tool.kernlock] environments and run `kernlock lock`",
         )
     pairs = targets(lock, environments)
     offline = offline or (hfenv.offline() and getattr(hub, "remote", True))  # a bundle is no network

@@ -18,7 +18,7 @@ from functools import cache as memoize
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kernlock.errors import IntegrityError, KernlockError, NotSyncedError, SignedDigestError
+from kernlock.errors import CacheError, IntegrityError, KernlockError, NotSyncedError, SignedDigestError
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
 from kernlock.sync import refusals
 from kernlock.sync.cache import (
@@ -40,6 +40,7 @@ from kernlock.sync.signatures import SignatureCheck
 from kernlock.util import hfenv, interrupt
 from kernlock.util.atomic import unwritable, write_bytes_atomic
 from kernlock.util.sharing import cache_lock, claim_partial, make_folder
+from kernlock.util.wording import RETRY_SYNC
 
 if TYPE_CHECKING:  # the network stack is imported only when a request is about to be made
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -188,8 +189,8 @@ def _download_verified(
         dest.unlink(missing_ok=True)  # a wrong (or wrongly resumed) download never stays, even as .incomplete
     raise IntegrityError(
         f"{hub.endpoint} served {entry.repo} {variant.name} {locked.path} (commit {entry.commit[:12]}) with "
-        f"{actual}, but kernels.lock records {locked.hash}; nothing was installed. Retry `kernlock sync`; if it "
-        "persists the endpoint serves other content than the lock was made from (check HF_ENDPOINT)."
+        f"{actual}, but kernels.lock records {locked.hash}; nothing was installed",
+        fix=RETRY_SYNC,
     )
 
 
@@ -363,10 +364,8 @@ def cache_error(cache: Path, err: OSError) -> KernlockError:
     """The message for a cache kernlock cannot write to (a full disk is named as such)."""
     from kernlock.sync import disk_space
 
-    return disk_space.full_disk(cache, err) or KernlockError(
-        f"cannot write to the kernel cache {cache} ({err.strerror or err}); make it writable or point "
-        "KERNELS_CACHE (or HF_HUB_CACHE) at a writable folder, then run `kernlock sync` again."
-    )
+    why, fix = f"{err.strerror or err}", disk_space.WRITABLE
+    return disk_space.full_disk(cache, err) or CacheError(f"cannot write to the kernel cache {cache}", why=why, fix=fix)
 
 
 def ensure_variant(

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple, TypeGuard
 
-from kernlock.errors import IntegrityError, SignatureError
+from kernlock.errors import IntegrityError, SignatureError, VariantNotSynced
 from kernlock.lock.model import LockedFile, LockedKernel, LockedVariant
 from kernlock.sync.cache import (
     FILE,
@@ -24,7 +24,6 @@ from kernlock.sync.cache import (
     MARKER,
     NOFOLLOW,
     Record,
-    VariantNotSynced,
     cache_dir,
     file_hash,
     in_variant,
@@ -317,7 +316,7 @@ def _not_synced(
     files = describe(entry, variant, missing).removeprefix(f"{head}: ")  # paths: a missing file has no detail
     what = f"{head}: {files} missing from {cache}" if present else f"{head} is not in the kernel cache {cache}"
     where = (f"{files} missing from" if present else "nothing of it is in") + f" the kernel cache {cache}"
-    return VariantNotSynced(f"{what}; run `kernlock sync` (online) to download it.", where)
+    return VariantNotSynced(what, fix="run `kernlock sync` (online) to download it", detail=where)
 
 
 # -- markers -----------------------------------------------------------------------------------------------

@@ -109,18 +109,18 @@ class SignatureCheck:
             metadata = names.under(root, METADATA).read_bytes()
             bundle_path = names.under(root, BUNDLE)
             if bundle_path.stat().st_size > 1 << 20:
-                raise SignatureError(f"{what}: {BUNDLE} is over the 1 MiB a sigstore bundle may have; {TRUST_FIX}")
+                raise SignatureError(f"{what}: {BUNDLE} is over the 1 MiB a sigstore bundle may have", fix=TRUST_FIX)
             bundle = bundle_path.read_bytes()
             if verifier is not None:
                 with self._guard:  # sigstore's objects are not documented as thread-safe
                     verifier.reverify(what, metadata, bundle, record, fix=TRUST_FIX)
             elif "sha256:" + sha256_hex(bundle) != record.bundle:
-                raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded; {TRUST_FIX}")
+                raise SignatureError(f"{what}: {BUNDLE} is not the bundle kernels.lock recorded", fix=TRUST_FIX)
             check_digest(what, metadata, variant.files, hash_of, fix=FIX)
         except SignatureError as err:
             return err
         except OSError as err:
-            return SignatureError(f"{what}: cannot read its signed files ({err.strerror or err}); {TRUST_FIX}")
+            return SignatureError(f"{what}: cannot read its signed files ({err.strerror or err})", fix=TRUST_FIX)
         if memo is not None and verifier is not None:
             with contextlib.suppress(OSError):  # only a shortcut
                 write_bytes_atomic(memo, b"", private=True)

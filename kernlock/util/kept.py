@@ -31,10 +31,11 @@ def private_folder(project: Path, kind: str, name: str, files: dict[str, bytes],
             break
     else:
         raise ActivationError(
-            f"cannot keep {what} in {beside / kind / name} or {kept / name}: they cannot be created, or they are "
-            "not this user's alone (another user owns them or a folder above them, or a group or others can write "
-            "them, and a program would run code from them). Point KERNLOCK_CACHE at a folder of your own, or "
-            "`chmod go-w` those folders and the folders above them."
+            f"cannot keep {what} in {beside / kind / name} or {kept / name}",
+            why="they cannot be created, or they are not this user's alone (another user owns them or a folder above "
+            "them, or a group or others can write them, and a program would run code from them)",
+            fix="Point KERNLOCK_CACHE at a folder of your own, or `chmod go-w` those folders and the folders above "
+            "them",
         )
     if kept.parent == beside:
         kernlock_folder(project)  # its .gitignore

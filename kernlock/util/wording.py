@@ -1,8 +1,15 @@
-"""How messages say a number of things: ``1 file``, ``3 files``; never ``file(s)``; sizes as ``17.6 KB``."""
+"""How messages say a number of things: ``1 file``, ``3 files``; never ``file(s)``; sizes as ``17.6 KB``; the fixes
+several errors share."""
 
 from __future__ import annotations
 
-__all__ = ["count", "noun", "size", "unknown_keys"]
+__all__ = ["RETRY_SYNC", "count", "noun", "size", "unknown_keys"]
+
+#: The fix of a file the Hub served with other bytes (or size) than kernels.lock records.
+RETRY_SYNC = (
+    "Retry `kernlock sync`; if it persists the endpoint serves other content than the lock was made from (check "
+    "HF_ENDPOINT)"
+)
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

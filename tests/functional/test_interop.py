@@ -20,6 +20,8 @@ from cli import assert_clean_error, run_cli
 from processes import CHILD_HELPERS, CHILD_PRELUDE, Child
 from projects import CPU_ENV, write_pyproject
 
+from kernlock import api
+from kernlock.errors import LockError
 from kernlock.lock import file as lockfile
 from kernlock.testing import CPU_VARIANT, Catalog, HubServer, create_kernel_repo, read_identity
 
@@ -319,6 +321,9 @@ def test_export_refuses_kernlocks_own_lock_and_a_kernel_with_two_commits(
     result = run_cli(*args, "-o", str(project / "k.json"), "--environment", CPU_ENV, env=user_env)
     assert_clean_error(result, "kernels.lock is stale", "`kernlock lock`")
     assert (project / "k.json").read_text() == exported
+    with pytest.raises(LockError) as stale:
+        api.export(project, "kernels", project / "k.json", CPU_ENV)
+    assert stale.value.fix == "run `kernlock lock`, then export again" and stale.value.why
 
 
 # -- outdated, lock --upgrade / --dry-run --------------------------------------------------------------------

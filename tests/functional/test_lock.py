@@ -303,8 +303,9 @@ def test_lock_check(catalog: Catalog, hub: HubServer, user_env: dict, project: P
     with pytest.raises(LockError, match=r"stale: \[tool.kernlock\] in pyproject.toml changed"):
         api.lock(project, check=True)
     write_pyproject(project, f'"{catalog.activation}" = "v1"\n', environments=[CPU_ENV, CU129_212])
-    with pytest.raises(LockError, match=r"kernels\.lock is stale"):
+    with pytest.raises(LockError, match=r"kernels\.lock is stale") as stale:
         api.lock(project, check=True)
+    assert stale.value.fix == "run `kernlock lock` and commit the result" and stale.value.why
     assert (project / "kernels.lock").read_bytes() == before
 
 

@@ -473,7 +473,7 @@ def test_nested_folders_get_a_marker_where_they_hold_python_and_nothing_else(tmp
 def test_a_variant_not_synced_says_what_is_missing_where(tmp_path: Path):
     """check_variant's NotSyncedError carries what is missing from which kernel cache (``detail``): a load that then
     cannot download the variant keeps it in its message, so the cache it looked in is named. Built by hand, no Hub."""
-    from kernlock.sync.cache import VariantNotSynced
+    from kernlock.errors import VariantNotSynced
 
     cache = tmp_path / "cache"
     contents = {"__init__.py": b"X = 1\n", "_ops.py": b"Y = 2\n", "metadata.json": b"{}"}
@@ -482,6 +482,7 @@ def test_a_variant_not_synced_says_what_is_missing_where(tmp_path: Path):
         syncing.check_variant(entry, variant, cache=cache)
     assert nothing.value.detail == f"nothing of it is in the kernel cache {cache}"
     assert "is not in the kernel cache" in str(nothing.value) and "`kernlock sync`" in str(nothing.value)
+    assert nothing.value.fix == "run `kernlock sync` (online) to download it"
 
     _place(entry, variant, contents, cache, variant.files[2:])  # metadata.json only
     with pytest.raises(VariantNotSynced) as partly:

@@ -81,6 +81,9 @@ def test_a_setup_hook_kernlock_cannot_chain_is_refused_in_one_line(project: Path
         ray_jobs.runtime_env({"worker_process_setup_hook": print}, lockfile=project / "kernels.lock")
     message = str(refused.value)
     assert "\n" not in message and "'module.function' string" in message
+    assert (
+        refused.value.fix == "give it as a 'module.function' string, and kernlock runs it after activating the worker"
+    )
 
 
 def test_no_lock_is_one_line_naming_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

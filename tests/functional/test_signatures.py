@@ -59,6 +59,7 @@ def _refused(project: Path, hub: HubServer, *needles: str) -> str:
     message = str(caught.value)
     for needle in needles:
         assert needle in message, message
+    assert caught.value.fix and message.endswith(f"; {caught.value.fix}."), message  # the fix, kept apart
     assert not (project / "kernels.lock").exists()
     return message
 

@@ -63,11 +63,11 @@ def _latest_body(
     call = read_call(sig, args, kwargs) or {}
     repo = getattr(call.get("kernel"), "repo_id", None)
     what = repo if isinstance(repo, str) else "a kernel"
-    message = (
-        f"{_LATEST} is set, which makes kernels load the newest version of {what} over kernels.lock; unset it "
-        "to load the locked build"
-    )
+    message = f"{_LATEST} is set, which makes kernels load the newest version of {what} over kernels.lock"
+    unset = "unset it to load the locked build"
     if policy.strict():
-        raise ActivationError(message + " (or set KERNLOCK_MODE=warn to let it override the lock with a warning).")
-    policy.warn_once(f"latest:{what}", message + ". Loading the newest version, unlocked and unverified.")
+        raise ActivationError(
+            message, fix=f"{unset} (or set KERNLOCK_MODE=warn to let it override the lock with a warning)"
+        )
+    policy.warn_once(f"latest:{what}", f"{message}; {unset}. Loading the newest version, unlocked and unverified.")
     return original(*args, **kwargs)
