@@ -31,6 +31,7 @@ __all__ = [
     "BindingError",
     "BundleError",
     "CacheError",
+    "CheckError",
     "DamagedLockError",
     "DiskFullError",
     "DuplicateSpecError",
@@ -210,6 +211,10 @@ class ExportError(KernlockError):
 
 class ServeError(KernlockError):
     """`kernlock serve` cannot start: gunicorn is not installed, or the address cannot be listened on."""
+
+
+class CheckError(KernlockError):
+    """`kernlock check --upgrade`'s check of the upgraded lock, run in a process of its own, failed or stopped."""
 
 
 class LaunchError(KernlockError):

@@ -8,7 +8,7 @@ import sys
 import click
 
 from kernlock.cli.common import Command, examples, handle_errors, project_option, verbose_option
-from kernlock.errors import KernlockError
+from kernlock.errors import KernlockError, LaunchError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def run(
     try:
         os.execvpe(command[0], list(command), env)
     except OSError as err:
-        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+        raise _cannot_run(command, err) from err
 
 
 def _run_recorded(
@@ -129,7 +129,7 @@ def _call(command: tuple[str, ...], env: dict[str, str]) -> int:
         reset = None if os.name == "nt" else _default_sigint
         return subprocess.call(list(command), env=env, preexec_fn=reset)
     except OSError as err:
-        raise KernlockError(f"cannot run {command[0]!r}: {err.strerror or err}; check the command and PATH.") from err
+        raise _cannot_run(command, err) from err
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -139,3 +139,7 @@ def _default_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _cannot_run(command: tuple[str, ...] | list[str], err: OSError) -> LaunchError:
+    return LaunchError(f"cannot run {command[0]!r}", why=err.strerror or str(err), fix="check the command and PATH")

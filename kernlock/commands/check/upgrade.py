@@ -27,7 +27,7 @@ from typing import Any
 from kernlock.commands.check import regression
 from kernlock.commands.check.command import entries_here
 from kernlock.commands.check.report import CheckReport
-from kernlock.errors import KernlockError, ProjectError
+from kernlock.errors import CheckError, ProjectError
 from kernlock.lock.model import LockedKernel
 from kernlock.project.inputs import Pin, Upgrade
 
@@ -207,11 +207,11 @@ def _child(lockfile: Path, repos: list[str], options: dict[str, Any]) -> CheckRe
             answer = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            raise KernlockError(
-                f"the check of {lockfile} stopped with status {done.returncode}: " + " | ".join(tail)
+            raise CheckError(
+                f"the check of {lockfile} stopped with status {done.returncode}", why=" | ".join(tail)
             ) from None
     if "error" in answer:
-        raise KernlockError(answer["error"])
+        raise CheckError(answer["error"])
     return CheckReport.from_dict(answer)
 
 
