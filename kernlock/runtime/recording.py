@@ -83,7 +83,7 @@ def note_loaded(repo: str, commit: str, variant: str) -> None:
 def node() -> str:
     """This process's node as a record names it: ``$KERNLOCK_NODE`` (a Ray worker's node), else the host name."""
     name = os.environ.get("KERNLOCK_NODE") or os.uname().nodename
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:64] or "node"
+    return "".join(c if (c.isascii() and c.isalnum()) or c in "._-" else "_" for c in name)[:64] or "node"
 
 
 def _write(key: tuple[str, str, str], record: dict[str, object]) -> None:

@@ -304,3 +304,15 @@ def test_a_record_folder_outside_the_cache_is_never_written(catalog: Catalog, tm
         child = run_cli("run", "--", sys.executable, "-c", code, env=hostile, cwd=project)
     assert child.returncode == 0 and "loaded" in child.stdout, child.stderr[-3000:]
     assert "is not a record folder of `kernlock run --record`" in child.stderr
+
+
+def test_a_node_name_is_written_as_the_gatherer_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host or Ray node name with characters a record cannot carry (a space, a slash, non-ASCII letters) is written
+    in the form the gatherer accepts, so that node's records are not dropped."""
+    from kernlock.runtime import recording, records
+
+    for name in ("nœud-1", "login 1/a", "x" * 80, "ñ"):
+        monkeypatch.setenv("KERNLOCK_NODE", name)
+        written = recording.node()
+        assert records._NODE.fullmatch(written), (name, written)
+        assert records._FILE.fullmatch(f"{written}-4242.jsonl"), (name, written)
