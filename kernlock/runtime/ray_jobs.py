@@ -130,10 +130,14 @@ def _settings(mode: str, verify: str) -> dict[str, str]:
 
 
 def _package(lock: Path, settings: dict[str, str]) -> Path:
-    """The folder Ray ships as a module: the lock's bytes and the settings, named after both (written once)."""
+    """The folder Ray ships as a module: the lock's bytes and the settings, named after both (written once). The
+    lock is read as `kernlock run` reads it first: a damaged one is refused here, not on every worker."""
+    from kernlock.lock import file as lockfiles
     from kernlock.util.kept import digest, private_folder
 
-    data = lock.read_bytes()
+    text = lockfiles.read_text(lock)
+    lockfiles.loads(text, str(lock))
+    data = text.encode()
     init = _PACKAGE_INIT.replace("{settings}", repr(dict(sorted(settings.items()))), 1).encode()
     files = {"__init__.py": init, "kernels.lock": data}
     name = _PREFIX + digest(data + bytes(1) + init)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from envs import clean_env
 
-from kernlock.errors import ActivationError
+from kernlock.errors import ActivationError, DamagedLockError
 from kernlock.runtime import ray_jobs
 
 LOCK = Path(__file__).resolve().parent.parent / "data" / "locks" / "v3.lock"
@@ -84,6 +84,15 @@ def test_a_setup_hook_kernlock_cannot_chain_is_refused_in_one_line(project: Path
     assert (
         refused.value.fix == "give it as a 'module.function' string, and kernlock runs it after activating the worker"
     )
+
+
+def test_a_hand_edited_lock_is_refused_before_anything_is_shipped(project: Path) -> None:
+    lock = project / "kernels.lock"
+    lock.write_text(lock.read_text().replace('commit = "', 'commit = "0', 1))
+    with pytest.raises(DamagedLockError) as refused:
+        ray_jobs.runtime_env(None, lockfile=lock)
+    assert "\n" not in str(refused.value) and "`kernlock lock`" in str(refused.value)
+    assert not (project / ".kernlock" / "ray").exists()  # no package of it for Ray to upload
 
 
 def test_no_lock_is_one_line_naming_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
