@@ -4,7 +4,7 @@ Every run hashes every locked file present in the cache again. What it hashes th
 environments whose variants must be there, the trusted root) is a function of pyproject.toml, kernels.lock and the
 installed torch alone, so it is remembered as the everyday commands remember their answers
 (:mod:`kernlock.commands.unchanged`): while none of those files has changed, `verify` builds the entries from that
-answer (each entry's shape checked again, :func:`kernlock.lock.model.entry_from_index`) instead of parsing the lock,
+answer (each entry's shape checked again, :func:`kernlock.lock.validate.entry_from_index`) instead of parsing the lock,
 its variant grammar and the machine again. The hashes checked are the lock's, whichever way they were read.
 """
 
@@ -26,7 +26,7 @@ def verify(root: Path | None = None, all_environments: bool = False, full: bool 
     """Re-hash every locked file in the cache; this environment's variants (``all_environments``: every
     locked variant) must be present. Returns the problems; none (``.ok``) means intact. ``full``: verify every
     signature with sigstore again, even one verified before for the same bundle and trusted root."""
-    from kernlock.lock.model import entry_from_index
+    from kernlock.lock.validate import entry_from_index
     from kernlock.sync import verify as verifying
 
     plan = unchanged.verify_plan(root, all_environments=all_environments)

@@ -7,7 +7,7 @@ read whole, :func:`kernlock.lock.file.read`) and writes
 ``{kernlock cache}/lock-index/<key>.json``: the lock's environments and repos, and this environment's entries
 (each cut down to this environment's variant). Every later activation checks that index against the lock's
 ``stat`` (size, mtime, inode, ctime: any write changes one) and the ``content-hash`` line at its top, and builds
-only those entries (:func:`kernlock.lock.model.entry_from_index`: every part a path is built from and each entry's
+only those entries (:func:`kernlock.lock.validate.entry_from_index`: every part a path is built from and each entry's
 shape checked again; the variant grammar and the loader's rule were checked when the lock was read, and a load does
 not import them): the cost is flat in the size of the lock. ``kernlock sync``
 writes the index of each environment it synced (:func:`prime`), so that the first process after it parses no lock
@@ -26,8 +26,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernlock.lock.model import Lock, LockedKernel, entry_from_index
+from kernlock.lock.model import Lock, LockedKernel
 from kernlock.lock.schema import INDEX_VERSION
+from kernlock.lock.validate import entry_from_index
 from kernlock.util.digest import sha256_hex
 from kernlock.util.hfenv import cache_root, private, read_private
 

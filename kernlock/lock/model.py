@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, fields, key, known_keys
+from kernlock.lock.schema import LOADER_RULE, LOCK_VERSION, READ_VERSIONS, key
 from kernlock.util import names
 from kernlock.variants import RULE
 
@@ -29,7 +29,6 @@ __all__ = [
     "LockedKernel",
     "LockedVariant",
     "Signature",
-    "entry_from_index",
     "environment_facts",
 ]
 
@@ -161,9 +160,9 @@ class LockedVariant:
         self._validate(full=True)
 
     def _validate(self, *, full: bool) -> None:
-        """``full``: every check. Otherwise (:func:`entry_from_index`) the variant's shape and every part a path is
-        built from, its files' and its signature's own checks included, but neither the variant grammar nor the
-        loader's rule."""
+        """``full``: every check. Otherwise (:func:`kernlock.lock.validate.entry_from_index`, whose files and
+        signature were built checked) the variant's shape and every part a path is built from, but neither the
+        variant grammar nor the loader's rule."""
         names.check_variant_folder(self.name)
         if full:
             _check_variant_grammar(self.name)
@@ -174,16 +173,11 @@ class LockedVariant:
             isinstance(self.files, tuple) and bool(self.files) and all(isinstance(f, LockedFile) for f in self.files),
             f"variant {self.name} has no files",
         )
-        if not full:
-            for locked in self.files:
-                locked.__post_init__()
         _check_file_set(self.name, self.files)
         _check(
             self.signature is None or self.signature == UNSIGNED or isinstance(self.signature, Signature),
             f'variant {self.name}: `signature` must be a table or "unsigned"',
         )
-        if not full and isinstance(self.signature, Signature):
-            self.signature.__post_init__()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -227,8 +221,8 @@ class LockedKernel:
         self._validate(full=True)
 
     def _validate(self, *, full: bool) -> None:
-        """``full``: everything; else every part a path is built from and the entry's shape, its variants too
-        (:func:`entry_from_index`)."""
+        """``full``: everything; else every part a path is built from and the entry's shape (its variants were
+        built checked: :func:`kernlock.lock.validate.entry_from_index`)."""
         names.check_repo(self.repo)
         names.check_ref(self.requested)
         names.check_ref(self.ref)
@@ -240,9 +234,6 @@ class LockedKernel:
             and all(isinstance(v, LockedVariant) for v in self.variants),
             "no variants",
         )
-        if not full:
-            for variant in self.variants:
-                variant._validate(full=False)
         covered = [env for v in self.variants for env in v.environments]
         _check(len(set(covered)) == len(covered), "two variants claim the same environment")
         _check(set(covered) == set(self.environments), "the variants' environments do not match the entry's")
@@ -258,39 +249,6 @@ class LockedKernel:
             if env in variant.environments:
                 return variant
         return None
-
-
-def entry_from_index(table: object) -> LockedKernel:
-    """An entry from its table (:func:`kernlock.lock.document.entry_table`) in the run-time index
-    (:mod:`kernlock.lock.index`), which kernlock wrote from a lock it had read in full and keeps where only this
-    user can write. Every part a path is built from and the entry's shape are checked again; the variant grammar
-    and the loader's rule, checked when the lock was read, are not (a load would import them: ~5 ms). ValueError,
-    KeyError or TypeError for a table that is not such an entry."""
-    entry = _restored(LockedKernel, table)
-    assert isinstance(entry, LockedKernel)
-    entry._validate(full=False)
-    return entry
-
-
-def _restored(cls: type, table: object) -> object:
-    """An instance of model class ``cls`` from its table, built field by field as the schema declares them, without
-    ``__post_init__``'s checks (the caller runs the ones it needs)."""
-    if not isinstance(table, dict):
-        raise ValueError(f"not a table: {table!r}")
-    unknown = set(table) - known_keys(cls, LOCK_VERSION)
-    if unknown:  # written by a newer kernlock: the lock itself says whether this one can read it
-        raise ValueError(f"unknown keys {sorted(unknown)}")
-    made: object = object.__new__(cls)
-    for spec in fields(cls):
-        value = table[spec.key] if spec.key in table or not spec.optional else spec.default
-        if spec.kind in ("tables", "rows", "strings"):
-            if not isinstance(value, list | tuple):
-                raise ValueError(f"`{spec.key}` is not a list")
-            value = tuple(_restored(spec.table, item) for item in value) if spec.table else tuple(value)
-        elif spec.kind == "signature" and isinstance(value, dict):
-            value = _restored(Signature, value)
-        object.__setattr__(made, spec.attr, value)  # how a frozen dataclass's own __init__ sets its fields
-    return made
 
 
 #: One environment's declared facts, as ``(name, ((key, value), ...))`` in the pyproject form (values are strings,

@@ -5,6 +5,7 @@ the required ones, each value by its declared kind; errors name the line of the 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -28,7 +29,7 @@ from kernlock.lock.schema import (
 from kernlock.util.wording import noun
 from kernlock.variants import RULES
 
-__all__ = ["REPAIR", "Validator", "damaged"]
+__all__ = ["REPAIR", "Validator", "damaged", "entry_from_index"]
 
 
 #: The fix every refusal of a damaged lock names: both work on an unmerged path in the middle of a merge (a plain
@@ -47,6 +48,7 @@ def damaged(where: str, why: str) -> DamagedLockError:
 #: A key a newer kernlock may have added (the form of every key kernlock writes): only such a key is skipped in a
 #: lock of a newer revision; anything else is damage there too.
 _NEW_KEY = re.compile(r"[a-z][a-z0-9-]{0,63}")
+_DIGEST, _LOADER_RULE = re.compile(DIGEST), re.compile(LOADER_RULE)
 
 
 class Validator:
@@ -55,14 +57,14 @@ class Validator:
     errors carry the line of the offending entry. A lock of a revision newer than this kernlock knows is read
     without the keys it does not know (:attr:`skipped`, :meth:`warning`)."""
 
-    def __init__(self, text: str, where: str) -> None:
+    def __init__(self, text: str, where: str, *, full: bool = True) -> None:
         self.where = where
+        self.full = full  # every check; else (:func:`entry_from_index`) the model's light ones
         self.version = LOCK_VERSION  # the version whose keys are read (a legacy lock's pins are read with today's)
         self.written = LOCK_VERSION  # the version the lock says it is
         self.revision: int | None = None  # the revision whose keys are read (None: any, for a legacy lock's pins)
         self.newer: int | None = None  # the lock's revision, when it is newer than this kernlock knows
         self.skipped: set[str] = set()  # the keys of a newer revision this kernlock read past
-        self._rows: dict[type, tuple[list[Field], frozenset[str]]] = {}  # an inline table's fields, by model class
         self.kernel_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[kernel]]"]
 
     def fail(self, message: str, entry: int | None = None) -> DamagedLockError:
@@ -86,7 +88,7 @@ class Validator:
         if data.get(CREATED_BY) != "kernlock":
             raise self.fail('`created-by` is not "kernlock"')
         recorded = data.get(HASH_KEY)
-        if current and (not isinstance(recorded, str) or not re.fullmatch(DIGEST, recorded)):
+        if current and (not isinstance(recorded, str) or not _DIGEST.fullmatch(recorded)):
             raise self.fail("`content-hash` is missing or not a sha256 digest")
         values = self.values(Lock, data, None)
         try:
@@ -108,7 +110,10 @@ class Validator:
         """The keys of ``table`` (of model class ``cls``) its lock's version and revision do not have, but
         ``besides``; in a lock of a newer revision, only those not of the form a newer kernlock writes (the others
         are skipped, and named in :meth:`warning`)."""
-        unknown = set(table) - known_keys(cls, self.version, self.revision) - besides
+        known = known_keys(cls, self.version, self.revision)
+        if known.issuperset(table):
+            return set()  # the common case, without building a set
+        unknown = set(table) - known - besides
         if unknown and self.newer is not None:
             added = {k for k in unknown if isinstance(k, str) and _NEW_KEY.fullmatch(k)}
             self.skipped |= added
@@ -169,11 +174,11 @@ class Validator:
         if kind == "strings":
             return self._strings(value, spec.key, index, allow_empty=spec.empty or spec.optional)
         if kind == "digest":
-            if not isinstance(value, str) or not re.fullmatch(DIGEST, value):
+            if not isinstance(value, str) or not _DIGEST.fullmatch(value):
                 raise self.fail(f"`{spec.key}` is missing or not a sha256 digest", index)
             return value
         if kind == "rule":
-            if not isinstance(value, str) or not re.fullmatch(LOADER_RULE, value):
+            if not isinstance(value, str) or not _LOADER_RULE.fullmatch(value):
                 raise self.fail(f'`{spec.key}` is missing or not a loader generation like "kernels-0.19"', index)
             if value not in RULES:
                 raise LockError(
@@ -246,7 +251,13 @@ class Validator:
             raise self.fail(f"{where}unknown {noun(len(unknown), 'key')} {', '.join(sorted(unknown))}", index)
         values = self.values(cls, data, index)
         try:
-            return cls(**values)
+            if self.full:
+                return cls(**values)
+            made: Any = object.__new__(cls)  # the model's light checks only (no variant grammar, no loader rule)
+            for spec in fields(cls):
+                object.__setattr__(made, spec.attr, values.get(spec.attr, spec.default))  # as a frozen __init__ does
+            made._validate(full=False)
+            return made
         except ValueError as err:
             raise self.fail(str(err), index) from None
 
@@ -284,18 +295,14 @@ class Validator:
     def row(self, cls: type, item: Any) -> dict[str, Any] | None:
         """The model arguments of an inline table of ``cls`` (a file, a signature), or None when it lacks a required
         key of the lock's version and revision or holds one it does not know."""
-        if not isinstance(item, dict) or self.unknown(cls, item):
+        if not isinstance(item, dict):
             return None
-        declared, required = self._rows.get(cls) or self._row_plan(cls)
-        if not required <= item.keys():
+        declared, required, whole = _row_plan(cls, self.version, self.revision)
+        if whole is not None and item.keys() == whole:
+            return item  # every key, each named as its argument: the common case, checked by the model
+        if self.unknown(cls, item) or not required <= item.keys():
             return None
         return {f.attr: item[f.key] for f in declared if f.key in item}
-
-    def _row_plan(self, cls: type) -> tuple[list[Field], frozenset[str]]:
-        """The fields of ``cls`` at the lock's version and revision, and the keys of the required ones."""
-        declared = [f for f in fields(cls) if present_in(f, self.version, self.revision)]
-        found = self._rows[cls] = (declared, frozenset(f.key for f in declared if not f.optional))
-        return found
 
     def _strings(self, value: Any, key: str, index: int | None = None, allow_empty: bool = False) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -303,3 +310,30 @@ class Validator:
         if not value and not allow_empty:
             raise self.fail(f"`{key}` is empty", index)
         return tuple(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_plan(
+    cls: type, version: str, revision: int | None
+) -> tuple[tuple[Field, ...], frozenset[str], frozenset[str] | None]:
+    """The fields of inline table ``cls`` at ``version`` and ``revision``, the keys of the required ones, and all
+    their keys when each key is also its argument's name (a table with exactly those keys is passed as it is)."""
+    declared = tuple(f for f in fields(cls) if present_in(f, version, revision))
+    keys = frozenset(f.key for f in declared)
+    whole = keys if all(f.key == f.attr for f in declared) else None
+    return declared, frozenset(f.key for f in declared if not f.optional), whole
+
+
+def entry_from_index(table: object) -> LockedKernel:
+    """An entry from its table (:func:`kernlock.lock.document.entry_table`) in the run-time index
+    (:mod:`kernlock.lock.index`) or a remembered `verify` plan, which kernlock wrote from a lock it had read in full
+    and keeps where only this user can write. Read by the same reader as the lock, in its light mode: every key and
+    value by its declared kind, every part a path is built from and the entry's shape; the variant grammar and the
+    loader's rule, checked when the lock was read, are not (a load would import them: ~5 ms). ValueError for a
+    table that is not such an entry (an index this kernlock does not read: the caller derives it again)."""
+    if not isinstance(table, dict):
+        raise ValueError(f"not a table: {table!r}")
+    try:
+        return Validator("", "the index", full=False).kernel(table, 0)
+    except LockError as err:
+        raise ValueError(err.why or str(err)) from None

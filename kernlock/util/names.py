@@ -40,6 +40,8 @@ _REF_PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-+]*"
 _PATH_PART = r"[^\x00-\x1f\x7f/\\\ud800-\udfff]+"
 _HASH = r"(sha256:[0-9a-f]{64}|git-sha1:[0-9a-f]{40})"
 _VARIANT = r"[a-z0-9][a-z0-9_.\-]{0,127}"
+_REPO_PART_RE, _COMMIT_RE, _REF_PART_RE = re.compile(_REPO_PART), re.compile(_COMMIT), re.compile(_REF_PART)
+_PATH_PART_RE, _HASH_RE, _VARIANT_RE = re.compile(_PATH_PART), re.compile(_HASH), re.compile(_VARIANT)
 #: Python keeps bytecode here; kernlock puts a file of this name in every variant folder so none is written
 #: or read there (docs/sync.md), so a locked path may not use the name.
 PYCACHE = "__pycache__"
@@ -52,7 +54,7 @@ def check_repo(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError(f"repo id {value!r} is not a string")
     parts = value.split("/")
-    if len(parts) != 2 or not all(re.fullmatch(_REPO_PART, p) and "--" not in p and ".." not in p for p in parts):
+    if len(parts) != 2 or not all(_REPO_PART_RE.fullmatch(p) and "--" not in p and ".." not in p for p in parts):
         raise ValueError(
             f"{value!r} is not a repo id: expected org/name of letters, digits, '-', '_' and '.' "
             "(no '--' or '..'), e.g. kernels-community/activation"
@@ -62,7 +64,7 @@ def check_repo(value: object) -> str:
 
 def check_commit(value: object) -> str:
     """A full commit sha: 40 lowercase hex digits."""
-    if not isinstance(value, str) or not re.fullmatch(_COMMIT, value):
+    if not isinstance(value, str) or not _COMMIT_RE.fullmatch(value):
         raise ValueError(f"{value!r} is not a 40-hex commit sha")
     return value
 
@@ -72,7 +74,7 @@ def check_ref(value: object) -> str:
     if not isinstance(value, str) or not value or len(value) > 255:
         raise ValueError(f"{value!r} is not a branch or tag name")
     parts = value.split("/")
-    if not all(re.fullmatch(_REF_PART, p) and not p.endswith((".lock", ".")) and ".." not in p for p in parts):
+    if not all(_REF_PART_RE.fullmatch(p) and not p.endswith((".lock", ".")) and ".." not in p for p in parts):
         raise ValueError(f"{value!r} is not a branch or tag name (letters, digits, '.', '_', '-', '+', '/')")
     return value
 
@@ -83,7 +85,7 @@ def check_path(value: object) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_PATH:
         raise ValueError(f"file path {value!r} is empty, not a string or too long")
     for part in value.split("/"):
-        if part in ("", ".", "..", PYCACHE) or not re.fullmatch(_PATH_PART, part) or len(part) > 255:
+        if part in ("", ".", "..", PYCACHE) or not _PATH_PART_RE.fullmatch(part) or len(part) > 255:
             raise ValueError(
                 f"file path {value!r} is not a plain relative path (an empty, '.', '..' or {PYCACHE} part, an "
                 "absolute path, a backslash or a control character)"
@@ -100,7 +102,7 @@ def check_size(value: object) -> int:
 
 def check_hash(value: object) -> str:
     """``sha256:<64 hex>`` (LFS files) or ``git-sha1:<40 hex>`` (git blob id)."""
-    if not isinstance(value, str) or not re.fullmatch(_HASH, value):
+    if not isinstance(value, str) or not _HASH_RE.fullmatch(value):
         raise ValueError(f"hash {value!r} is not sha256:<64 hex> or git-sha1:<40 hex>")
     return value
 
@@ -108,7 +110,7 @@ def check_hash(value: object) -> str:
 def check_variant_folder(value: object) -> str:
     """A build variant name as a folder name: lowercase letters, digits, '.', '_', '-' (the grammar itself is
     checked by :mod:`kernlock.environments.environment`)."""
-    if not isinstance(value, str) or not re.fullmatch(_VARIANT, value) or ".." in value:
+    if not isinstance(value, str) or not _VARIANT_RE.fullmatch(value) or ".." in value:
         raise ValueError(f"{value!r} is not a build variant name (e.g. torch213-cxx11-cpu-x86_64-linux)")
     return value
 

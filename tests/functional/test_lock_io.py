@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 import tomlkit
+import tomllib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lock_strategies import valid_locks
@@ -28,10 +30,12 @@ from projects import CPU_ENV, write_pyproject
 from users import give_away
 
 from kernlock import api
+from kernlock.errors import DamagedLockError
 from kernlock.lock import file as lockfile
 from kernlock.lock import index as lockindex
 from kernlock.lock import schema
-from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant, entry_from_index
+from kernlock.lock.model import Lock, LockedFile, LockedKernel, LockedVariant
+from kernlock.lock.validate import Validator, entry_from_index
 from kernlock.testing import HubServer
 from kernlock.util import tomlwrite
 
@@ -478,6 +482,25 @@ def test_an_index_entry_that_is_no_safe_entry_is_rebuilt_from_the_lock(
     index.write_text(json.dumps(data))
     assert lockindex.read(lock_path, CPU_ENV).entry_for("kernels-community/activation", CPU_ENV) == good
     assert json.loads(index.read_text())["kernel"][0] == lockfile.entry_table(good)  # the index made again
+
+
+@pytest.mark.parametrize("edit", list(UNREADABLE_INDEX_ENTRIES), ids=list(UNREADABLE_INDEX_ENTRIES))
+def test_the_index_and_the_lock_refuse_an_entry_for_the_same_reason(edit: str):
+    """One reader: an entry of the run-time index is read by the lock's own reader in its light mode, so each edit
+    above is refused there with the very reason a lock holding the same edit is refused with (only the line number
+    the whole lock's message adds differs)."""
+    lock = big_lock(kernels=2, environments=3, files=3)
+    text = lockfile.dumps(lock)
+    data = tomllib.loads(text)
+    UNREADABLE_INDEX_ENTRIES[edit](data["kernel"][0])
+    with pytest.raises(DamagedLockError) as whole:
+        Validator(text, "kernels.lock").lock(data, legacy=False)
+    entry = json.loads(json.dumps(lockfile.entry_table(lock.kernels[0])))
+    UNREADABLE_INDEX_ENTRIES[edit](entry)
+    with pytest.raises(ValueError) as light:
+        entry_from_index(entry)
+    assert whole.value.why is not None
+    assert re.sub(r"^line \d+ \(\[\[kernel\]\] #1\): ", "", whole.value.why) == str(light.value)
 
 
 @settings(CHECKS, max_examples=80)
