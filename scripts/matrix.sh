@@ -36,13 +36,12 @@ now() { date +%s.%N; }
 since() { .venv/bin/python -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.0f}s')" "$1"; }
 mkdir -p .matrix
 started=$(now)
-failed=()
-summary=()
-for i in "${!NAMES[@]}"; do
-  name=${NAMES[$i]}
-  kind=${KINDS[$i]}
-  python=${PYTHONS[$i]}
-  venv=.matrix/$name
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# One set: build its venv with uv, run its tests. Writes $work/summary.NAME, and $work/failed.NAME when it fails.
+run_set() {
+  local name=$1 kind=$2 python=$3 venv=.matrix/$1 t0 t1 built versions result
   t0=$(now)
   mapfile -t args < <(.venv/bin/python "$MATRIX_PY" args "$name")
   "$UV" venv -q --clear -p "$python" "$venv"
@@ -53,15 +52,16 @@ for i in "${!NAMES[@]}"; do
     "$UV" pip install -q -p "$venv/bin/python" "${args[@]}" -e .
     if "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)'; then
       echo "matrix.sh: set $name must not hold torch" >&2
-      exit 1
+      touch "$work/failed.$name"
+      return
     fi
   else
     "$UV" pip install -q -p "$venv/bin/python" --find-links "$FIND_LINKS" "${args[@]}" -e .
-    "$venv/bin/python" - <<'EOF'
+    "$venv/bin/python" - <<'PY'
 import importlib.metadata as m
 v = m.version("torch")
 assert v.endswith("+cpu"), f"torch {v} is not the CPU build: check --find-links"
-EOF
+PY
   fi
   "$venv/bin/python" -m compileall -q kernlock  # kernlock's bytecode for this Python (an editable install has none)
   built=$(since "$t0")
@@ -80,12 +80,40 @@ print(f"python={sys.version.split()[0]}", " ".join(f"{n}={v(n)}" for n in ("torc
     # full sets: tests/compat, every load path of the set's loader generation (tests/functional/test_loaders.py) and
     # its extra-tests; sets of other Pythons: tests/compat/test_pythons.py
     if ! KERNLOCK_MATRIX_SET=$name "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"; then
-      failed+=("$name")
+      touch "$work/failed.$name"
       result=FAILED
     fi
     result="$result, ${tests[*]} in $(since "$t1")"
   fi
-  summary+=("$name: $result (built in $built)")
+  echo "$name: $result (built in $built)" >"$work/summary.$name"
+}
+
+# Lanes (KERNLOCK_MATRIX_LANES, default 2) take the sets in turn from one queue, newest loader generation first
+# (the matrix lists them oldest first; the newest sets run the most tests): beside the main suite, and alone on every
+# core once it is done. A lane claims a set by creating $work/claim.NAME (mkdir: one lane wins it).
+lane() {
+  local i
+  for ((i = ${#NAMES[@]} - 1; i >= 0; i--)); do
+    if mkdir "$work/claim.${NAMES[$i]}" 2>/dev/null; then
+      set +e  # a set whose build fails stops there (its own set -e), and the lane goes on to the next
+      (set -e && run_set "${NAMES[$i]}" "${KINDS[$i]}" "${PYTHONS[$i]}")
+      [ $? -eq 0 ] || touch "$work/failed.${NAMES[$i]}"
+      set -e
+    fi
+  done
+}
+lanes=()
+for ((l = 1; l <= ${KERNLOCK_MATRIX_LANES:-2}; l++)); do
+  lane >"$work/lane.$l" 2>&1 &
+  lanes+=($!)
+done
+for pid in "${lanes[@]}"; do wait "$pid" || true; done
+for ((l = 1; l <= ${KERNLOCK_MATRIX_LANES:-2}; l++)); do cat "$work/lane.$l"; done
+failed=()
+summary=()
+for name in "${NAMES[@]}"; do
+  if [ -e "$work/failed.$name" ] || [ ! -e "$work/summary.$name" ]; then failed+=("$name"); fi
+  summary+=("$(cat "$work/summary.$name" 2>/dev/null || echo "$name: FAILED before its tests")")
 done
 
 # Byte-identical locks across loader generations and pip's resolver beside every set: need every set built.

@@ -25,8 +25,8 @@ typed=$(mktemp)
 .venv/bin/mypy --strict kernlock >"$typed" 2>&1 &
 mypy_pid=$!
 trap 'kill $mypy_pid 2>/dev/null || true; rm -f "$typed"' EXIT
-# The matrix (building its venvs with uv, then its tests) runs beside the tests below and finishes before them.
-# Its output follows theirs.
+# The matrix (building its venvs with uv, then its tests, in two lanes) runs beside the tests below. Its output
+# follows theirs.
 .venv/bin/python -m pip install -q --disable-pip-version-check uv
 log=$(mktemp)
 # Its own process group (setsid -w: waits, passes the exit status on), so that an interrupt stops all of it.
