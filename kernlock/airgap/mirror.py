@@ -134,7 +134,9 @@ def from_bundle(path: Path) -> Catalog:
     catalog = Catalog()
     catalog.add(opened.lock, source, pairs)
     if stamp(opened.path) != before:
-        raise IntegrityError(f"{path} changed while it was checked; copy it whole, then start `kernlock serve` again.")
+        raise IntegrityError(
+            f"{path} changed while it was checked", fix="copy it whole, then start `kernlock serve` again"
+        )
     return catalog
 
 
@@ -166,8 +168,9 @@ def from_cache(lock: Lock, cache: Path) -> Catalog:
     catalog.add(lock, source, served)
     if not catalog.repos:
         raise NotSyncedError(
-            f"the kernel cache {cache} holds no locked variant to serve; run `kernlock sync --all-environments` "
-            "there first (or serve a bundle with `kernlock serve --from FILE`)."
+            f"the kernel cache {cache} holds no locked variant to serve",
+            fix="run `kernlock sync --all-environments` there first (or serve a bundle with `kernlock serve --from "
+            "FILE`)",
         )
     return catalog
 

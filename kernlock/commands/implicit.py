@@ -113,8 +113,9 @@ def _untrusted(requirement: projects.Requirement, trusting: bool) -> ResolutionE
     how = " (transformers loads it with trust_remote_code=True)" if trusting else ""
     return ResolutionError(
         f"{requirement.repo} is published by '{requirement.org}', which the Hub does not mark as a trusted kernel "
-        f"publisher{how}; review its code, then run `kernlock add --implicit --trust`, or lock the others alone "
-        "(`kernlock add --implicit org/name ...`)."
+        f"publisher{how}",
+        fix="review its code, then run `kernlock add --implicit --trust`, or lock the others alone (`kernlock add "
+        "--implicit org/name ...`)",
     )
 
 

@@ -48,6 +48,12 @@ def this_environment(lock: Lock) -> str:
     return env
 
 
+def _fix_also(err: KernlockError, more: str) -> str:
+    """``err``'s fix, then ``more`` as a sentence of its own (``more`` alone when ``err`` names no fix): the fix
+    of an error sync re-raises with what only sync can say."""
+    return f"{err.fix}. {more}" if err.fix else more
+
+
 def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, hub: Hub | None) -> LockResult:
     """The lock to sync: as is (``frozen``), checked (``locked``, ``offline``), or re-locked when stale, under the
     project lock (``.kernlock/lock.lock``): 8 ranks syncing a stale lock at once resolve it once and write it once,
@@ -62,8 +68,13 @@ def _lock_for_sync(project: Project, locked: bool, frozen: bool, offline: bool, 
             if not offline or locked or isinstance(err, DamagedLockError):
                 raise
             raise LockError(
-                f"{err} `--offline` cannot re-lock: run `kernlock lock` online first, or use the lock as it is "
-                "with `kernlock sync --offline --frozen`."
+                err.what,
+                why=err.why,
+                fix=_fix_also(
+                    err,
+                    "`--offline` cannot re-lock: run `kernlock lock` online first, or use the lock as it is with "
+                    "`kernlock sync --offline --frozen`",
+                ),
             ) from err
     try:
         return lock_project(project, Upgrade(), check=True, hub=hub)  # up to date: no project lock, no request
@@ -115,7 +126,11 @@ def sync(
         )
     except UnreachableError as err:  # only sync's own words may point to its offline mode
         raise UnreachableError(
-            f"{err} What is already synced still loads: `kernlock sync --offline --frozen` checks it with no network."
+            err.what,
+            why=err.why,
+            fix=_fix_also(
+                err, "What is already synced still loads: `kernlock sync --offline --frozen` checks it with no network"
+            ),
         ) from err
     lockindex.prime(project.lockfile, result.lock, environments)  # the first process after this reads no lock
     quiet = not result.written and report.receipts_refused is None

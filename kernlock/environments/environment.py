@@ -42,7 +42,7 @@ PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
 _METAL_MACOS = variants.METAL_MIN_MACOS
 
 _GRAMMAR = (
-    "expected torch{M}{m}[-cxx11|-cxx98]-{backend}-{cpu}-{os}, e.g. torch213-cxx11-cpu-x86_64-linux or "
+    "write it as torch{M}{m}[-cxx11|-cxx98]-{backend}-{cpu}-{os}, e.g. torch213-cxx11-cpu-x86_64-linux or "
     "torch211-cxx11-cu128-x86_64-linux (run `kernlock env` to print this machine's)"
 )
 
@@ -85,9 +85,11 @@ def _suggest_environment(text: str) -> str | None:
 def _not_an_environment(text: str, reason: str, hint: str | None = None) -> EnvironmentStringError:
     suggestion = _suggest_environment(text)
     if suggestion:
-        return EnvironmentStringError(f"'{text}' is not an environment string: {reason}; did you mean '{suggestion}'?")
+        return EnvironmentStringError(
+            f"'{text}' is not an environment string", why=reason, fix=f"did you mean '{suggestion}'?"
+        )
     detail = f" ({hint})" if hint else ""
-    return EnvironmentStringError(f"'{text}' is not an environment string: {reason}{detail}; {_GRAMMAR}.")
+    return EnvironmentStringError(f"'{text}' is not an environment string", why=f"{reason}{detail}", fix=_GRAMMAR)
 
 
 def _parse_environment(text: str) -> variant_types.ArchVariant:
@@ -102,9 +104,9 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
     if not parsed.legacy and isinstance(parsed.framework, variant_types.Torch):
         python = parsed.python.version
         raise EnvironmentStringError(
-            f"'{text}' is a build name in kernels 0.19's form; an environment is written in the legacy form, its "
-            f'Python declared beside it: {{ name = "{_legacy_machine(parsed)}", python = '
-            f'"{python.major}.{python.minor}" }}.'
+            f"'{text}' is a build name in kernels 0.19's form",
+            fix=f"write an environment in the legacy form, its Python declared beside it: "
+            f'{{ name = "{_legacy_machine(parsed)}", python = "{python.major}.{python.minor}" }}',
         )
     if isinstance(parsed.framework, variant_types.TorchStableAbi):
         raise _not_an_environment(text, "a stable-ABI build name, not a machine (a machine has a torch version)")
@@ -112,13 +114,13 @@ def _parse_environment(text: str) -> variant_types.ArchVariant:
         raise _not_an_environment(text, "a tvm-ffi build name, not a machine (a machine has a torch version)")
     if parsed.os == "linux" and parsed.framework.cxx11_abi is None:
         raise EnvironmentStringError(
-            f"'{text}' names a Linux machine without its C++ ABI; write "
-            f"'{text.replace('-', '-cxx11-', 1)}' (torch's default) or the -cxx98 form."
+            f"'{text}' names a Linux machine without its C++ ABI",
+            fix=f"write '{text.replace('-', '-cxx11-', 1)}' (torch's default) or the -cxx98 form",
         )
     if parsed.os != "linux" and parsed.framework.cxx11_abi is not None:
         raise EnvironmentStringError(
-            f"'{text}' gives a {parsed.os} machine a C++ ABI tag, which only Linux machines have; "
-            f"did you mean '{_with_abi_rule(text)}'?"
+            f"'{text}' gives a {parsed.os} machine a C++ ABI tag, which only Linux machines have",
+            fix=f"did you mean '{_with_abi_rule(text)}'?",
         )
     return parsed
 
@@ -139,7 +141,7 @@ class Environment:
         """Parse an environment string; raise EnvironmentStringError naming the grammar (or a close valid
         string) on bad input."""
         if not isinstance(text, str):
-            raise EnvironmentStringError(f"{text!r} is not an environment string; {_GRAMMAR}.")
+            raise EnvironmentStringError(f"{text!r} is not an environment string", fix=_GRAMMAR)
         env = cls(name=text.strip())
         env._parts  # noqa: B018 - validates
         return env
@@ -153,8 +155,8 @@ class Environment:
         name = value.get("name")
         if not isinstance(name, str):
             raise EnvironmentStringError(
-                f"an environment table needs a string `name` (found {', '.join(map(str, value)) or 'nothing'}); "
-                f"e.g. {optional.TABLE_FORM}."
+                f"an environment table needs a string `name` (found {', '.join(map(str, value)) or 'nothing'})",
+                fix=f"give one, e.g. {optional.TABLE_FORM}",
             )
         env = cls.parse(name)
         try:
@@ -287,9 +289,9 @@ class Environment:
         oldest, newest = PYTHONS[0], PYTHONS[-1]
         raise ResolutionError(
             f"environment {self.name} does not declare its Python, and the build it loads depends on it (Python "
-            f"{oldest} loads {firsts[oldest] or 'none'}, {newest} loads {firsts[newest] or 'none'}): declare it in "
-            f'[tool.kernlock] environments, e.g. {{ name = "{self.name}", python = "3.12" }}, then run the command '
-            "again."
+            f"{oldest} loads {firsts[oldest] or 'none'}, {newest} loads {firsts[newest] or 'none'})",
+            fix=f'declare it in [tool.kernlock] environments, e.g. {{ name = "{self.name}", python = "3.12" }}, then '
+            "run the command again",
         )
 
     def could_load(self, name: str) -> bool:

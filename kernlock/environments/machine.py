@@ -46,8 +46,9 @@ def torch_environment() -> str:
         import torch
     except ImportError as err:
         raise NoEnvironmentError(
-            "cannot detect this environment: torch is not installed. Install torch, or declare "
-            "`environments = [...]` in [tool.kernlock]."
+            "cannot detect this environment",
+            why="torch is not installed",
+            fix="Install torch, or declare `environments = [...]` in [tool.kernlock]",
         ) from err
     from packaging.version import Version  # kernels and huggingface_hub import it too
 

@@ -171,15 +171,15 @@ class Hub:
                 return commit, commit
             if len(matches) > 1:
                 raise NotFoundError(
-                    f"revision '{rev}' of {repo} is ambiguous: it matches "
-                    f"{', '.join(sorted(c[:12] for c in matches))}; use more characters of the commit sha."
+                    f"revision '{rev}' of {repo} is ambiguous: it matches {', '.join(sorted(c[:12] for c in matches))}",
+                    fix="use more characters of the commit sha",
                 )
         versions = ", ".join(f"v{n}" for n in sorted(refs.versions())) or "none"
         others = sorted(set(refs.branches) - {f"v{n}" for n in refs.versions()}) + sorted(refs.tags)
         raise UnknownRevisionError(
             f"{repo} has no revision '{rev}'; version branches: {versions}"
-            + (f"; other branches and tags: {', '.join(others)}" if others else "")
-            + f". Pick one, e.g. `kernlock add {repo}@v{max(refs.versions(), default=1)}`."
+            + (f"; other branches and tags: {', '.join(others)}" if others else ""),
+            fix=f"Pick one, e.g. `kernlock add {repo}@v{max(refs.versions(), default=1)}`",
         )
 
     # -- immutable answers (cached on disk by commit) --

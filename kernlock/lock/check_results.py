@@ -40,12 +40,12 @@ def read(path: Path) -> list[dict[str, Any]]:
         return []
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise ProjectError(
-            f"{path}: cannot read it ({err}); delete it and run `kernlock check --record` again."
+            f"{path}: cannot read it ({err})", fix="delete it and run `kernlock check --record` again"
         ) from err
     entries = data.get("check", [])
     if set(data) - {"check"} or not isinstance(entries, list) or not all(_valid(e) for e in entries):
         raise ProjectError(
-            f"{path} is not a `kernlock check --record` file; delete it and run `kernlock check --record` again."
+            f"{path} is not a `kernlock check --record` file", fix="delete it and run `kernlock check --record` again"
         )
     return entries
 

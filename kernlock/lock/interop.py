@@ -87,16 +87,16 @@ def parse_json_lock(text: str, where: str) -> list[JsonLockPin]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as err:
-        raise ProjectError(f"{where} is not valid JSON ({err}); restore it from version control.") from None
+        raise ProjectError(f"{where} is not valid JSON ({err})", fix="restore it from version control") from None
     if not isinstance(data, list):
-        raise ProjectError(f"{where}: expected a JSON list of locked kernels; restore it from version control.")
+        raise ProjectError(f"{where}: expected a JSON list of locked kernels", fix="restore it from version control")
     pins = []
     for index, item in enumerate(data):
         try:
             pins.append(_pin(item))
         except (ValueError, TypeError, KeyError) as err:
             raise ProjectError(
-                f"{where}: entry #{index + 1} is not a locked kernel ({err}); restore it from version control."
+                f"{where}: entry #{index + 1} is not a locked kernel ({err})", fix="restore it from version control"
             ) from None
     return pins
 
@@ -149,7 +149,8 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
         if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 10_000:
             raise ProjectError(
                 f"{pyproject}: [tool.kernels.dependencies] {repo} = {version!r} is not a version number (kernels "
-                'wants e.g. "org/name" = 1); fix it, then run `kernlock import`.'
+                'wants e.g. "org/name" = 1)',
+                fix="fix it, then run `kernlock import`",
             )
         try:
             names.check_repo(repo)
@@ -159,7 +160,8 @@ def kernels_dependencies(data: dict[str, Any], pyproject: Path) -> dict[str, str
         if twin is not None:
             raise ProjectError(
                 f"{pyproject}: [tool.kernels.dependencies] names {twin} twice (as {repo!r} too; repo ids ignore "
-                "letter case); keep one, then run `kernlock import`."
+                "letter case)",
+                fix="keep one, then run `kernlock import`",
             )
         found[repo] = f"v{version}"
     return found
@@ -192,14 +194,17 @@ def kernels_pins(lock: Lock, environment: str | None = None) -> list[JsonLockPin
 def export(lock: Lock, fmt: str, output: Path, environment: str | None = None) -> list[JsonLockPin]:
     """Write ``lock`` in format ``fmt`` to ``output`` (atomically); returns what was written."""
     if fmt not in FORMATS:
-        raise ProjectError(f"unknown export format {fmt!r}; supported: {', '.join(FORMATS)}.")
+        raise ProjectError(f"unknown export format {fmt!r}", fix=f"pick a supported one: {', '.join(FORMATS)}")
     text = _existing(output)
     if 'created-by = "kernlock"' in text:
-        raise ProjectError(f"{output} is kernlock's own lock; export to another file, e.g. `-o kernels.lock.json`.")
+        raise ProjectError(
+            f"{output} is kernlock's own lock", fix="export to another file, e.g. `-o kernels.lock.json`"
+        )
     if text.strip() and not looks_like_json_lock(text):
         raise ProjectError(
-            f"{output} exists and is not a kernels lock; kernlock does not overwrite it: export to another path, "
-            "e.g. `-o kernels.lock.json`."
+            f"{output} exists and is not a kernels lock",
+            why="kernlock does not overwrite it",
+            fix="export to another path, e.g. `-o kernels.lock.json`",
         )
     pins = kernels_pins(lock, environment)
     write_text_atomic(output, render_json_lock(pins))

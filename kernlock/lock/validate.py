@@ -139,13 +139,13 @@ class Validator:
             return
         if version in LEGACY_VERSIONS:
             raise LockError(
-                f"{self.where} has lock-version {version!r}, written by an older kernlock; run `kernlock lock` "
-                f"to rewrite it as lock-version {LOCK_VERSION!r} (every pin is kept)."
+                f"{self.where} has lock-version {version!r}, written by an older kernlock",
+                fix=f"run `kernlock lock` to rewrite it as lock-version {LOCK_VERSION!r} (every pin is kept)",
             )
         raise LockError(
-            f"{self.where} has lock-version {version!r}, but this kernlock reads lock-version "
-            f"{LOCK_VERSION!r}; upgrade kernlock (`pip install -U kernlock`) to read it (if the line was edited, "
-            "restore the committed lock with `git checkout HEAD -- kernels.lock`)."
+            f"{self.where} has lock-version {version!r}, but this kernlock reads lock-version {LOCK_VERSION!r}",
+            fix="upgrade kernlock (`pip install -U kernlock`) to read it (if the line was edited, restore the "
+            "committed lock with `git checkout HEAD -- kernels.lock`)",
         )
 
     def values(self, cls: type, data: dict[str, Any], index: int | None) -> dict[str, Any]:
@@ -183,8 +183,9 @@ class Validator:
             if value not in RULES:
                 raise LockError(
                     f"{self.where} chose its variants by the {value} loader rule, which this kernlock does not know "
-                    f"(it follows {', '.join(RULES)}): a newer kernlock made it; upgrade kernlock (`pip install -U "
-                    "kernlock`) to use it."
+                    f"(it follows {', '.join(RULES)})",
+                    why="a newer kernlock made it",
+                    fix="upgrade kernlock (`pip install -U kernlock`) to use it",
                 )
             return value
         if kind == "tables":

@@ -45,8 +45,9 @@ class Condition:
             match = _CLAUSE.fullmatch(part)
             if not match:
                 raise SpecError(
-                    f"invalid `when` condition '{text}': expected clauses like `cuda == 12.8` or "
-                    "`torch >= 2.10` over torch, cuda, rocm, os, arch, joined by `and`."
+                    f"invalid `when` condition '{text}'",
+                    why="expected clauses like `cuda == 12.8` or `torch >= 2.10` over torch, cuda, rocm, os, arch, "
+                    "joined by `and`",
                 )
             key, op, raw = match.groups()
             value: Version | str = raw
@@ -56,7 +57,7 @@ class Condition:
                 except ValueError as err:  # InvalidVersion, or a number past int()'s 4300-digit limit
                     raise SpecError(f"invalid version '{raw}' in `when` condition '{text}'.") from err
             elif op not in ("==", "!="):
-                raise SpecError(f"`when` condition '{text}': {key} can only be compared with == or !=.")
+                raise SpecError(f"`when` condition '{text}'", why=f"{key} can only be compared with == or !=")
             clauses.append((key, op, value))
         return cls(text=" and ".join(f"{k} {o} {v}" for k, o, v in clauses), clauses=tuple(clauses))
 

@@ -81,8 +81,9 @@ def _write_edit(project: Project, doc: tomlkit.TOMLDocument, expected: dict[str,
     if written is None or _comparable(written) != _comparable(expected):
         raise ProjectError(
             f"{project.pyproject}: kernlock cannot edit [tool.kernlock.kernels] in this file's layout without "
-            'moving other settings; make the change by hand (e.g. "org/name" = "v1" under a '
-            "[tool.kernlock.kernels] section) and run the command again."
+            "moving other settings",
+            fix='make the change by hand (e.g. "org/name" = "v1" under a [tool.kernlock.kernels] section) and run '
+            "the command again",
         )
     write_text_atomic(project.pyproject, text)
 

@@ -92,8 +92,8 @@ class Requirement:
             if pin.when is None or pin.when.matches(env):
                 return pin
         raise SpecError(
-            f"no entry for {self.repo} in [tool.kernlock.kernels] applies to environment {env}; "
-            f'add a fallback entry without `when`, e.g. {{ rev = "{self.pins[-1].rev}" }}.'
+            f"no entry for {self.repo} in [tool.kernlock.kernels] applies to environment {env}",
+            fix=f'add a fallback entry without `when`, e.g. {{ rev = "{self.pins[-1].rev}" }}',
         )
 
     def as_data(self) -> dict[str, Any]:
@@ -261,7 +261,7 @@ def _parse_environments(value: Any, where: Path) -> list[Environment] | None:
         try:
             envs.append(Environment.from_declared(item))
         except EnvironmentStringError as err:
-            raise ProjectError(f"{where}: [tool.kernlock] environments: {err}") from err
+            raise ProjectError(f"{where}: [tool.kernlock] environments: {err.what}", why=err.why, fix=err.fix) from err
     if len(set(envs)) != len(envs):
         raise ProjectError(f"{where}: [tool.kernlock] environments lists an environment twice.")
     return sorted(envs)
@@ -301,7 +301,7 @@ def _parse_requirement(repo: str, value: Any, where: Path) -> Requirement:
             try:
                 when = Condition.parse(entry["when"])
             except SpecError as err:
-                raise ProjectError(f"{prefix}: {err}") from err
+                raise ProjectError(f"{prefix}: {err.what}", why=err.why, fix=err.fix) from err
         pins.append(Pin(rev=_check_rev(entry["rev"], prefix), when=when))
     return Requirement(repo=repo, pins=tuple(pins), trust=trust, environments=None if scope is None else tuple(scope))
 
@@ -315,7 +315,7 @@ def _scope(value: Any, prefix: str) -> list[str]:
     try:
         return [str(Environment.parse(v)) for v in value]
     except EnvironmentStringError as err:
-        raise ProjectError(f"{prefix}: `environments`: {err}") from err
+        raise ProjectError(f"{prefix}: `environments`: {err.what}", why=err.why, fix=err.fix) from err
 
 
 def _check_scope(requirement: Requirement, declared: list[Environment] | None, where: Path) -> None:

@@ -93,12 +93,13 @@ def _kernel(hub: Hub, repo: str, rev: str | None) -> Kernel:
     if rev is None:
         versions = refs.versions()
         if not versions:
-            raise ResolutionError(f"{repo} has no version branch; name a revision, e.g. `{repo}@main`.")
+            raise ResolutionError(f"{repo} has no version branch", fix=f"name a revision, e.g. `{repo}@main`")
         rev = f"v{max(versions)}"
     commit = refs.branches.get(rev) or refs.tags.get(rev) or (rev if len(rev) == 40 else None)
     if commit is None:
         raise ResolutionError(
-            f"{repo} has no branch or tag '{rev}'; `kernlock outdated` or the Hub lists its versions."
+            f"{repo} has no branch or tag '{rev}'",
+            fix="pick one of its versions, which `kernlock outdated` or the Hub lists",
         )
     environments: set[str] = set()
     noarch: list[str] = []

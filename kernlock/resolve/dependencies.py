@@ -14,15 +14,16 @@ def declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]]
     if not isinstance(deps, list):
         if deps is None:
             return []
-        raise ResolutionError(f"{where}: `kernel-depends` is not a list; report it to the kernel's publisher.")
+        raise ResolutionError(f"{where}: `kernel-depends` is not a list", fix="report it to the kernel's publisher")
     found: list[tuple[str, str]] = []
     for dep in deps:
         try:
             repo = names.check_repo(dep.get("repo-id") if isinstance(dep, dict) else None)
         except ValueError as err:
             raise ResolutionError(
-                f"{where}: kernel dependency {dep!r:.200} has no `repo-id` (org/name): {err}; report it to the "
-                "kernel's publisher."
+                f"{where}: kernel dependency {dep!r:.200} has no `repo-id` (org/name)",
+                why=str(err),
+                fix="report it to the kernel's publisher",
             ) from None
         version, revision = dep.get("version"), dep.get("revision")
         if isinstance(version, int) and not isinstance(version, bool) and 0 <= version < 10_000:
@@ -32,7 +33,8 @@ def declared_dependencies(metadata: object, where: str) -> list[tuple[str, str]]
         else:
             raise ResolutionError(
                 f"{where}: kernel dependency on {repo} has no `version` (an integer) or `revision` (a branch, tag or "
-                "commit); report it to the kernel's publisher."
+                "commit)",
+                fix="report it to the kernel's publisher",
             )
     return found
 

@@ -85,7 +85,7 @@ def refusal(env: Environment, name: str, metadata: object, where: str) -> str | 
             minver = Version(str(raw)[:32])
         except InvalidVersion:
             raise ResolutionError(
-                f"{where}: `kernels-minver` {raw!r:.40} is not a version; report it to the kernel's publisher."
+                f"{where}: `kernels-minver` {raw!r:.40} is not a version", fix="report it to the kernel's publisher"
             ) from None
         installed = Version(".".join(map(str, env.kernels.release)))  # the loader drops pre-release parts
         if installed < minver:

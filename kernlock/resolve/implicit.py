@@ -57,7 +57,8 @@ def plan(mapping: Mapping, project: Project, environments: list[Environment], on
                 if revs[kernel.repo][str(env)] != kernel.rev:
                     raise ResolutionError(
                         f"transformers {mapping.transformers} loads {kernel.repo} at {revs[kernel.repo][str(env)]} "
-                        f"and {kernel.rev} on {env}; pin one revision by hand in [tool.kernlock.kernels]."
+                        f"and {kernel.rev} on {env}",
+                        fix="pin one revision by hand in [tool.kernlock.kernels]",
                     )
     chosen = _only(only, revs, mapping, environments)
     only = chosen if only else []
@@ -98,8 +99,8 @@ def _only(
         spec = Spec.parse(text)
         if spec.rev is not None:
             raise SpecError(
-                f"--implicit takes each kernel's revision from transformers' kernel mapping: give {spec.repo} "
-                f"without @{spec.rev} (or add it pinned with `kernlock add {text}`)."
+                "--implicit takes each kernel's revision from transformers' kernel mapping",
+                fix=f"give {spec.repo} without @{spec.rev} (or add it pinned with `kernlock add {text}`)",
             )
         repos.append(spec.repo)
     missing = [repo for repo in repos if repo not in revs]
@@ -108,7 +109,8 @@ def _only(
         where = ", ".join(str(env) for env in environments)
         raise SpecError(
             f"transformers {mapping.transformers} loads no {', '.join(missing)} by itself on {where} (it loads: "
-            f"{loaded}); `kernlock env` lists what it loads here, or add the kernel with `kernlock add`."
+            f"{loaded})",
+            fix="see what it loads here with `kernlock env`, or add the kernel with `kernlock add`",
         )
     return sorted(set(repos))
 
@@ -117,8 +119,8 @@ def _one_rev(repo: str, by_env: dict[str, str], mapping: Mapping) -> str:
     found = sorted(set(by_env.values()))
     if len(found) > 1:
         raise ResolutionError(
-            f"transformers {mapping.transformers} loads {repo} at {' and '.join(found)} on different environments; "
-            "pin it per environment by hand in [tool.kernlock.kernels] (a `when` per revision)."
+            f"transformers {mapping.transformers} loads {repo} at {' and '.join(found)} on different environments",
+            fix="pin it per environment by hand in [tool.kernlock.kernels] (a `when` per revision)",
         )
     return found[0]
 

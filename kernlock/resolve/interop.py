@@ -58,19 +58,20 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
     interrupt.reset()
     project = projects.load(projects.locate(root))
     if not project.pyproject.exists():
-        raise ProjectError(f"no pyproject.toml in {project.root}; point --project at the project folder.")
+        raise ProjectError(f"no pyproject.toml in {project.root}", fix="point --project at the project folder")
     declared = project.kernels_dependencies
     pins, is_json, previous_own = _read_lock(project)
     moved_to = project.root / MOVED_NAME if is_json else None
     if not declared and not pins:
         raise ProjectError(
-            f"nothing to import in {project.root}: no [tool.kernels.dependencies] in pyproject.toml and no JSON "
-            "kernels.lock of the kernels library; `kernlock add org/name` starts a kernlock project."
+            f"nothing to import in {project.root}",
+            why="no [tool.kernels.dependencies] in pyproject.toml and no JSON kernels.lock of the kernels library",
+            fix="start a kernlock project with `kernlock add org/name`",
         )
     if moved_to is not None and moved_to.exists() and moved_to.read_bytes() != project.lockfile.read_bytes():
         raise ProjectError(
-            f"{moved_to} already exists; move it away (kernlock import moves the JSON kernels.lock there), then run "
-            "`kernlock import` again."
+            f"{moved_to} already exists",
+            fix="move it away (kernlock import moves the JSON kernels.lock there), then run `kernlock import` again",
         )
     wanted = dict(declared)
     if not wanted:  # an old lock without the table: its entries (the first of a repo locked twice, as _seed keeps)
@@ -89,7 +90,8 @@ def import_project(root: Path | None = None, trust: bool = False, hub: Hub | Non
         if not trust and not hub.is_trusted(repo.split("/")[0]):
             raise ResolutionError(
                 f"{repo} is published by '{repo.split('/')[0]}', which the Hub does not mark as a trusted kernel "
-                "publisher; review its code, then run `kernlock import --trust`."
+                "publisher",
+                fix="review its code, then run `kernlock import --trust`",
             )
     environments = list(project.environments) if project.environments else [detect()]
     seeded, why_not = _seed(pins, set(wanted), environments, hub)

@@ -138,8 +138,8 @@ def _resolve_task(
     org = task.repo.split("/")[0]
     if not task.trusted_by_user and not hub.is_trusted(org):  # also for kept pins: `trust` may have been removed
         raise ResolutionError(
-            f"{task.repo} is published by '{org}', which the Hub does not mark as a trusted kernel publisher; "
-            f"review its code, then run `kernlock add {task.repo} --trust`."
+            f"{task.repo} is published by '{org}', which the Hub does not mark as a trusted kernel publisher",
+            fix=f"review its code, then run `kernlock add {task.repo} --trust`",
         )
     kept = _kept(task, previous, upgrade)
     if kept is not None:
@@ -148,18 +148,22 @@ def _resolve_task(
         try:
             ref, commit = hub.resolve_revision(task.repo, task.rev)
         except UnknownRevisionError as err:
-            raise UnknownRevisionError(_unknown_revision_message(task, hub) or str(err)) from err
+            known = _unknown_revision(task, hub)
+            if known is None:
+                raise
+            raise known from err
     try:
         tree = hub.build_tree(task.repo, commit)
     except NotFoundError as err:
         if kept is not None and not isinstance(kept, LockedKernel):  # read back from a lock that failed its checks
             raise NotFoundError(
-                f"kernels.lock pins {task.repo}@{task.rev} to commit {commit}, which the Hub does not have: the pin "
-                "may have been edited by hand. Restore the committed lock with `git checkout HEAD -- kernels.lock`, "
-                f"or resolve it anew with `kernlock lock --upgrade-kernel {task.repo}`."
+                f"kernels.lock pins {task.repo}@{task.rev} to commit {commit}, which the Hub does not have",
+                why="the pin may have been edited by hand",
+                fix="Restore the committed lock with `git checkout HEAD -- kernels.lock`, or resolve it anew with "
+                f"`kernlock lock --upgrade-kernel {task.repo}`",
             ) from err
-        fix = f"; move the pin with `kernlock lock --upgrade-kernel {task.repo}`" if kept is not None else ""
-        raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} is not on the Hub ({err}){fix}") from err
+        fix = f"move the pin with `kernlock lock --upgrade-kernel {task.repo}`" if kept is not None else None
+        raise NotFoundError(f"{task.repo}@{task.rev}: commit {commit} is not on the Hub ({err})", fix=fix) from err
     chosen = {env: env.select_variant(tree) for env in task.environments}
     refused = refusals(hub, task.repo, commit, tree, chosen)
     if refused:
@@ -211,8 +215,9 @@ def _dependencies(
     return list(found.values())
 
 
-def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
-    """For a revision the repo does not have: the versions that would work on the task's environments."""
+def _unknown_revision(task: _Task, hub: Hub) -> UnknownRevisionError | None:
+    """For a revision the repo does not have: the error naming the versions that would work on the task's
+    environments (None when they cannot be told)."""
     try:
         refs = hub.refs(task.repo)
         if task.rev in refs.branches or task.rev in refs.tags:
@@ -221,15 +226,15 @@ def _unknown_revision_message(task: _Task, hub: Hub) -> str | None:
     except KernlockError:
         return None
     others = sorted(set(refs.branches) - {f"v{n}" for n in refs.versions()}) + sorted(refs.tags)
-    message = (
+    what = (
         f"{task.repo} has no revision '{task.rev}'; versions with a build for "
         f"{', '.join(sorted(map(str, task.environments)))}: {', '.join(usable) or 'none'}"
     )
     if others:
-        message += f"; other branches and tags: {', '.join(others)}"
+        what += f"; other branches and tags: {', '.join(others)}"
     if usable:
-        return message + f". Pick one, e.g. `kernlock add {task.repo}@{usable[-1]}`."
-    return message + ". Declare other environments, or ask the kernel's publisher for a build."
+        return UnknownRevisionError(what, fix=f"Pick one, e.g. `kernlock add {task.repo}@{usable[-1]}`")
+    return UnknownRevisionError(what, fix="Declare other environments, or ask the kernel's publisher for a build")
 
 
 def _merge(old: LockedKernel | None, new: LockedKernel) -> LockedKernel:
@@ -271,7 +276,8 @@ def _check_disjoint(entries: list[LockedKernel], direct: set[tuple[str, str]]) -
                 raise ResolutionError(
                     f"conflicting requirements for {entry.repo} on {', '.join(sorted(overlap))}: "
                     f"{other.requested} ({other.commit[:12]}) and {entry.requested} ({entry.commit[:12]}, "
-                    f"required by {who}); pin one revision in [tool.kernlock.kernels]."
+                    f"required by {who})",
+                    fix="pin one revision in [tool.kernlock.kernels]",
                 )
             if not is_direct(other):
                 result[i] = _add_required_by(other, entry.required_by)

@@ -41,7 +41,7 @@ def read_metadata(hub: Hub, repo: str, commit: str, name: str, tree: dict[str, t
         return json.loads(hub.read_blob(repo, commit, f"build/{name}/metadata.json", found[0].hash))
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
         raise ResolutionError(
-            f"{repo}@{commit[:12]}: build/{name}/metadata.json is not JSON; report it to the kernel's publisher."
+            f"{repo}@{commit[:12]}: build/{name}/metadata.json is not JSON", fix="report it to the kernel's publisher"
         ) from err
 
 
@@ -100,8 +100,8 @@ def scan_versions(hub: Hub, repo: str, environments: list[Environment]) -> tuple
     if not versions:
         only = ", ".join(f"v{n}" for n in refs.versions()) or "no version branches"
         raise ResolutionError(
-            f"{repo} has no stable version branch (v1 or later; found: {only}); "
-            f"ask for one explicitly, e.g. `kernlock add {repo}@v0`."
+            f"{repo} has no stable version branch (v1 or later; found: {only})",
+            fix=f"ask for one explicitly, e.g. `kernlock add {repo}@v0`",
         )
     skipped: list[Skipped] = []
     for number in versions:

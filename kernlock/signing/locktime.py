@@ -47,7 +47,8 @@ def _git_file(hub: Hub, entry: LockedKernel, base: str, file: LockedFile) -> byt
     if git_blob_id(data) != file.digest:
         raise IntegrityError(
             f"{hub.endpoint} served {entry.repo}@{entry.commit[:12]} {base}{file.path} with other bytes than its "
-            "tree names (git blob id); kernels.lock was not written. Retry; if it persists, check HF_ENDPOINT."
+            "tree names (git blob id); kernels.lock was not written",
+            fix="Retry; if it persists, check HF_ENDPOINT",
         )
     return data
 

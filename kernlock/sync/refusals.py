@@ -37,6 +37,9 @@ def refuse_all(failures: list[tuple[LockedKernel, LockedVariant, SignatureError]
     for entry, variant, error in failures:
         if isinstance(error, SignedDigestError):
             refuse(entry, variant, cache, str(error))
+    if len(failures) == 1:
+        only = failures[0][2]
+        raise SignatureError(only.what, why=only.why, fix=only.fix)
     if failures:
         raise SignatureError("; ".join(str(error) for _e, _v, error in failures))
 

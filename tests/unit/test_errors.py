@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import pickle
+import re
 import socket
 import sys
 import types
@@ -54,6 +55,79 @@ def test_every_error_class_lives_in_errors_and_derives_from_kernlock_error() -> 
         if where == "errors.py":
             cls = getattr(errors, name)
             assert issubclass(cls, KernlockError) and name in errors.__all__, name
+
+
+#: The verbs a fix starts with (the fixes kernlock's errors name, in the imperative).
+_FIX_VERBS = (
+    "add|ask|check|choose|commit|copy|create|declare|delete|edit|export|fix|give|install|keep|load|lock|make|move|"
+    "name|pass|pick|pin|point|reinstall|remove|report|restore|retry|review|run|save|see|set|start|sync|try|unset|"
+    "update|upgrade|use|wait|write"
+)
+#: A fix written inside one whole sentence (the old form): see the test's docstring.
+_OLD_FORM_FIX = re.compile(
+    rf"; (?:{_FIX_VERBS})\b|\. (?:{_FIX_VERBS.title()})\b|[,:] run `|; `kernlock |; did you mean",
+)
+#: Old-form messages left as they are, each with the reason (file:line is not used, so that an edit above them
+#: does not break the test: the start of the message is).
+_OLD_FORM_KEPT = {
+    # versions.latest_version: several lines, the last a [tool.kernlock.kernels] block to paste, on which the
+    # joining rule's final full stop would land.
+    "kernlock/resolve/versions.py": "no version of {} has a build for every environment",
+}
+
+
+def _text(node: ast.expr) -> str:
+    """The literal text of a message argument, ``{}`` for each value put into it (an f-string's fields, a name)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(value) for value in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _text(node.left) + _text(node.right)
+    return "{}"
+
+
+def _old_form_fixes(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each call of an errors.py class in ``source`` that passes its message as one positional
+    text, without ``why=`` or ``fix=``, whose literal text holds a fix (:data:`_OLD_FORM_FIX`)."""
+    family = set(errors.__all__) - {"message"}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name not in family or any(k.arg in ("why", "fix") for k in node.keywords):
+            continue
+        text = _text(node.args[0])
+        if _OLD_FORM_FIX.search(text):
+            found.append((node.lineno, text))
+    return found
+
+
+def test_no_error_is_raised_with_its_fix_inside_one_sentence() -> None:
+    """Every error naming a fix is built from its parts (``fix=``), not written as one sentence with the fix inside
+    (the old form). The scan reads each call of an errors.py class in kernlock/ (a raise, or a helper returning
+    the error) that passes one positional text and no ``why=`` or ``fix=``, with each value put into the text read
+    as ``{}``, and fails when that literal text holds:
+
+    - ``; `` then a fix verb in lower case (``; run ``, ``; upgrade ``, ``; restore ``, ``; report it ``, ...);
+    - ``. `` then a fix verb with a capital (``. Run ``, ``. Restore ``, ``. Pick ``, ...);
+    - ``, run ``` or ``: run ``` (a command to run after a comma or colon);
+    - ``; `kernlock `` (a command offered after a semicolon) or ``; did you mean``.
+
+    Text built elsewhere (a helper returning a string, a constant) is not read; the messages kept in the old form
+    on purpose are listed, with why, in :data:`_OLD_FORM_KEPT`.
+    """
+    assert _old_form_fixes('LockError(f"no lock at {p}; run `kernlock lock` to create it.")')  # the rule bites
+    assert not _old_form_fixes('LockError(f"no lock at {p}", fix="run `kernlock lock` to create it")')
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        where = str(path.relative_to(ROOT.parent))
+        for line, text in _old_form_fixes(path.read_text()):
+            if not text.startswith(_OLD_FORM_KEPT.get(where, "\0")):
+                found.append(f"{where}:{line}: {text}")
+    assert not found, "raise these from their parts, SomeError(what, why=..., fix=...):\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(

@@ -35,8 +35,8 @@ def entries_here(lock: Lock, environment: str, kernels: list[str] | None) -> lis
     entries = [k for k in lock.kernels if k.variant_for(environment) is not None]
     if not entries and lock.kernels:
         raise LockError(
-            f"kernels.lock does not cover this environment, {environment}; add it to `environments` in "
-            "[tool.kernlock] and run `kernlock lock`, then `kernlock sync`."
+            f"kernels.lock does not cover this environment, {environment}",
+            fix="add it to `environments` in [tool.kernlock] and run `kernlock lock`, then `kernlock sync`",
         )
     if kernels:
         wanted = {name.casefold() for name in kernels}

@@ -40,7 +40,7 @@ def prepare(path: Path) -> None:
     if path.suffix.lower() not in SUFFIXES:
         raise ProjectError(f"--plot {path}: name a .svg or .png file (the suffix chooses the format).")
     if not path.parent.is_dir():
-        raise ProjectError(f"--plot {path}: there is no folder {path.parent}; create it or name another.")
+        raise ProjectError(f"--plot {path}: there is no folder {path.parent}", fix="create it or name another")
     try:
         import matplotlib
     except ImportError as err:

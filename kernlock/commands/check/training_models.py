@@ -147,13 +147,15 @@ def _read_folder(spec: str) -> Any:
     presets = ", ".join(PRESETS)
     if not folder.is_dir():
         raise ProjectError(
-            f"--model {spec}: not a preset ({presets}) nor a folder; give one of those presets or a folder holding a "
-            "model's config.json (from the Hub: `hf download REPO config.json --local-dir DIR`)."
+            f"--model {spec}: not a preset ({presets}) nor a folder",
+            fix="give one of those presets or a folder holding a model's config.json (from the Hub: `hf download "
+            "REPO config.json --local-dir DIR`)",
         )
     if not (folder / "config.json").is_file():
         raise ProjectError(
-            f"--model {spec}: the folder has no config.json; give a folder holding a model's config.json "
-            f"(`hf download REPO config.json --local-dir DIR`) or a preset ({presets})."
+            f"--model {spec}: the folder has no config.json",
+            fix=f"give a folder holding a model's config.json (`hf download REPO config.json --local-dir DIR`) or a "
+            f"preset ({presets})",
         )
     auto: Any = transformers.AutoConfig
     try:
@@ -165,6 +167,7 @@ def _read_folder(spec: str) -> Any:
     if type(config) not in mapping:
         raise ProjectError(
             f"--model {spec}: a {config.model_type} config is not a causal language model (AutoModelForCausalLM "
-            f"builds none from it); give a decoder's config, such as Llama's or Qwen3's, or a preset ({presets})."
+            "builds none from it)",
+            fix=f"give a decoder's config, such as Llama's or Qwen3's, or a preset ({presets})",
         )
     return config

@@ -182,8 +182,9 @@ def _requirements(requirements: dict[str, Any], kernels: list[str]) -> list[str]
     missing = [name for name in kernels if name.casefold() not in by_fold]
     if missing:
         raise ProjectError(
-            f"--kernel {', '.join(missing)}: not a requirement in [tool.kernlock.kernels]; `--upgrade` moves what "
-            "`kernlock lock --upgrade-kernel NAME` would (a kernel dependency moves with the kernel that needs it)."
+            f"--kernel {', '.join(missing)}: not a requirement in [tool.kernlock.kernels]",
+            fix="name a direct requirement: `--upgrade` moves what `kernlock lock --upgrade-kernel NAME` would (a "
+            "kernel dependency moves with the kernel that needs it)",
         )
     return sorted({by_fold[name.casefold()] for name in kernels})
 

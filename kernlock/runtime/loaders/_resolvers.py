@@ -152,10 +152,10 @@ def _unchecked(kernel: Any, err: BaseException) -> Exception:
     repo = getattr(getattr(kernel, "origin", None), "repo_id", None)
     repo = repo if isinstance(repo, str) else "a kernel kernels.lock does not lock"
     return ActivationError(
-        f"kernels could not check the signature of {repo}, which kernels.lock does not lock: sigstore's trust "
-        f"root is unreachable from this machine ({type(err).__name__}: {err}). Lock it with `kernlock add {repo}` "
-        "and `kernlock sync` (kernlock checks a locked build's signature at lock time, and loads it offline), or "
-        "let this machine reach sigstore's trust root."
+        f"kernels could not check the signature of {repo}, which kernels.lock does not lock",
+        why=f"sigstore's trust root is unreachable from this machine ({type(err).__name__}: {err})",
+        fix=f"Lock it with `kernlock add {repo}` and `kernlock sync` (kernlock checks a locked build's signature at "
+        "lock time, and loads it offline), or let this machine reach sigstore's trust root",
     )
 
 
