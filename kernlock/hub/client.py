@@ -89,7 +89,7 @@ class Hub:
             except NotFoundError as err:  # a typo, or an endpoint that is no Hub: one more question says which
                 from kernlock.hub import missing as hubmissing
 
-                raise NotFoundError(hubmissing.explain(self.session, repo, err)) from err
+                raise hubmissing.explain(self.session, repo, err) from err
             if not isinstance(data, dict) or not isinstance(data.get("branches"), list):
                 raise self.session.invalid(f"a refs answer without a list of branches for {repo}", url)
             found: dict[str, dict[str, str]] = {"branches": {}, "tags": {}}
@@ -124,7 +124,7 @@ class Hub:
                 from kernlock.hub import missing as hubmissing
 
                 if not hubmissing.is_a_hub(self.session, org):
-                    raise NotFoundError(hubmissing.not_a_hub(self.session, f"the publisher {org}")) from err
+                    raise hubmissing.not_a_hub(self.session, f"the publisher {org}") from err
                 return False
             if not isinstance(data, dict):
                 raise self.session.invalid(f"an organization overview that is not an object for {org}", url)

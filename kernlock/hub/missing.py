@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from huggingface_hub.errors import RepositoryNotFoundError
 
+from kernlock.errors import NotFoundError
 from kernlock.hub.answers import MAX_JSON
 from kernlock.util import interrupt
 
 if TYPE_CHECKING:
-    from kernlock.errors import NotFoundError
     from kernlock.hub.http import HubSession
 
 __all__ = ["explain", "is_a_hub", "not_a_hub"]
@@ -22,22 +22,22 @@ __all__ = ["explain", "is_a_hub", "not_a_hub"]
 _SHOWN = 5
 
 
-def explain(session: HubSession, repo: str, err: NotFoundError) -> str:
-    """The message for ``repo`` answered as not found (``err``, raised by :meth:`HubSession.call`)."""
+def explain(session: HubSession, repo: str, err: NotFoundError) -> NotFoundError:
+    """The error for ``repo`` answered as not found (``err``, raised by :meth:`HubSession.call`)."""
     org, name = repo.split("/", 1)
     listed = _publisher_repos(session, org)
     said_so = isinstance(err.__cause__, RepositoryNotFoundError)  # the answer carried the Hub's RepoNotFound code
     if listed is None and not said_so:
         return not_a_hub(session, repo)
-    base = f"{repo} was not found on {session.endpoint} (or it is private and no token is set)"
+    what = f"{repo} was not found on {session.endpoint} (or it is private and no token is set)"
     if not listed:
-        return base + "; check the name, or set HF_TOKEN (`hf auth login`) for a private repo."
+        return NotFoundError(what, fix="check the name, or set HF_TOKEN (`hf auth login`) for a private repo")
     names = {item.split("/", 1)[1].casefold(): item for item in listed}
     close = difflib.get_close_matches(name.casefold(), list(names), n=3, cutoff=0.6)
     if close:
-        return base + f"; did you mean {' or '.join(names[c] for c in close)}?"
+        return NotFoundError(what, fix=f"did you mean {' or '.join(names[c] for c in close)}?")
     shown = ", ".join(sorted(listed)[:_SHOWN]) + (", ..." if len(listed) > _SHOWN else "")
-    return base + f"; {org} publishes {len(listed)} kernel repos ({shown}): check the name."
+    return NotFoundError(what, why=f"{org} publishes {len(listed)} kernel repos ({shown})", fix="check the name")
 
 
 def is_a_hub(session: HubSession, org: str) -> bool:
@@ -46,12 +46,13 @@ def is_a_hub(session: HubSession, org: str) -> bool:
     return _listing(session, "models", org, "1") is not None
 
 
-def not_a_hub(session: HubSession, what: str) -> str:
-    """The message for an endpoint that answers 404 to everything, as a web server that is no Hub does."""
-    return (
-        f"{session.endpoint} does not answer like a Hugging Face Hub: it answered 404 without the Hub's error code "
-        f"for {what}, and to a listing of repositories (/api/models?author=...); check HF_ENDPOINT (the Hub's address, "
-        "e.g. https://huggingface.co, or a mirror's root)."
+def not_a_hub(session: HubSession, what: str) -> NotFoundError:
+    """The error for an endpoint that answers 404 to everything, as a web server that is no Hub does."""
+    return NotFoundError(
+        f"{session.endpoint} does not answer like a Hugging Face Hub",
+        why=f"it answered 404 without the Hub's error code for {what}, and to a listing of repositories "
+        "(/api/models?author=...)",
+        fix="check HF_ENDPOINT (the Hub's address, e.g. https://huggingface.co, or a mirror's root)",
     )
 
 

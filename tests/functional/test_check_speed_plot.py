@@ -138,7 +138,7 @@ def test_bad_choices_are_one_line_errors_before_anything_runs(
         (("--model", "llama-70b"), ("--model llama-70b: not a preset",)),
         (("--model", str(no_config)), ("the folder has no config.json", "hf download")),
         (("--model", str(encoder)), ("a t5 config is not a causal language model",)),
-        (("--batch", "0"), ("--batch 0: give a positive number",)),
+        (("--batch", "0"), ("--batch 0: a training step needs at least one sequence", "give a positive number")),
     ):
         done = run_cli(*SPEED, *args, "--project", str(project), env=env)
         assert_clean_error(done, *needles)

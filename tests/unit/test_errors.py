@@ -65,7 +65,7 @@ _FIX_VERBS = (
 )
 #: A fix written inside one whole sentence (the old form): see the test's docstring.
 _OLD_FORM_FIX = re.compile(
-    rf"; (?:{_FIX_VERBS})\b|\. (?:{_FIX_VERBS.title()})\b|[,:] run `|; `kernlock |; did you mean",
+    rf"[;:] (?:{_FIX_VERBS})\b|\. (?:{_FIX_VERBS.title()})\b|, run `|; `kernlock |; did you mean",
 )
 #: Old-form messages left as they are, each with the reason (file:line is not used, so that an edit above them
 #: does not break the test: the start of the message is).
@@ -111,9 +111,9 @@ def test_no_error_is_raised_with_its_fix_inside_one_sentence() -> None:
     the error) that passes one positional text and no ``why=`` or ``fix=``, with each value put into the text read
     as ``{}``, and fails when that literal text holds:
 
-    - ``; `` then a fix verb in lower case (``; run ``, ``; upgrade ``, ``; restore ``, ``; report it ``, ...);
+    - ``; `` or ``: `` then a fix verb in lower case (``; run ``, ``: add ``, ``; restore ``, ``; report it ``, ...);
     - ``. `` then a fix verb with a capital (``. Run ``, ``. Restore ``, ``. Pick ``, ...);
-    - ``, run ``` or ``: run ``` (a command to run after a comma or colon);
+    - ``, run ``` (a command to run after a comma);
     - ``; `kernlock `` (a command offered after a semicolon) or ``; did you mean``.
 
     Text built elsewhere (a helper returning a string, a constant) is not read; the messages kept in the old form

@@ -72,7 +72,7 @@ def check(
         from kernlock.commands.check import speed_plot
 
         if not speed:
-            raise ProjectError("--plot draws the training step of --speed: add --speed.")
+            raise ProjectError("--plot draws the training step of --speed", fix="add --speed")
         speed_plot.prepare(plot)  # a wrong suffix or no matplotlib: said before anything runs
     project = projects.load(projects.locate(root))
     lock = locking.read_lock(project)
@@ -132,7 +132,7 @@ def check_lock(
     chosen = dtypes or (["float32", "bfloat16"] if device == "cuda" else ["float32"])
     for dtype in chosen:
         if dtype not in parity.TOLERANCES:
-            raise ProjectError(f"--dtype {dtype}: use one of {', '.join(parity.TOLERANCES)}.")
+            raise ProjectError(f"unknown --dtype {dtype}", fix=f"use one of {', '.join(parity.TOLERANCES)}")
     if seqlens is not None and any(n < 1 for n in seqlens):
         raise ProjectError("--seqlen takes a positive number of tokens.")
     trained = training_models.choose(model, batch, device) if speed else None  # a bad --model: said before timing

@@ -38,7 +38,11 @@ def prepare(path: Path) -> None:
     """Refuse, before anything is timed, a file of another format, a missing folder, or a machine without
     matplotlib."""
     if path.suffix.lower() not in SUFFIXES:
-        raise ProjectError(f"--plot {path}: name a .svg or .png file (the suffix chooses the format).")
+        raise ProjectError(
+            f"--plot {path} is not a .svg or .png file",
+            why="the suffix chooses the format",
+            fix="name a .svg or .png file",
+        )
     if not path.parent.is_dir():
         raise ProjectError(f"--plot {path}: there is no folder {path.parent}", fix="create it or name another")
     try:
@@ -57,7 +61,7 @@ def draw(report: CheckReport, path: Path) -> Path:
 
     setup = report.training
     if setup is None:
-        raise ProjectError("--plot draws the training step of --speed, and none ran: add --speed.")
+        raise ProjectError("--plot draws the training step of --speed, and none ran", fix="add --speed")
     rows = [row for row in report.speed if row.case == setup.case]
     figure = Figure(figsize=(11, 1.6 + 0.45 * len(rows)), layout="constrained")
     step, memory = figure.subplots(1, 2, sharey=True)

@@ -126,7 +126,8 @@ def choose(spec: str | None, batch: int | None, device: str) -> TrainedModel:
     preset, default_batch = DEFAULTS[device]
     if batch is not None and batch < 1:
         raise ProjectError(
-            f"--batch {batch}: give a positive number of sequences per step (default here: {default_batch})."
+            f"--batch {batch}: a training step needs at least one sequence",
+            fix=f"give a positive number (default here: {default_batch})",
         )
     name = preset if spec is None else spec
     if name in PRESETS:
