@@ -11,10 +11,11 @@ __all__ = ["digest", "private_folder"]
 
 
 def digest(data: bytes) -> str:
-    """A name for ``data``: 16 hex digits of its SHA-256."""
-    import hashlib
+    """A name for ``data``: 16 hex digits of its SHA-256 (:func:`kernlock.util.digest.sha256_hex`, which spares a
+    process hashlib's OpenSSL)."""
+    from kernlock.util.digest import sha256_hex
 
-    return hashlib.sha256(data).hexdigest()[:16]
+    return sha256_hex(data)[:16]
 
 
 def private_folder(project: Path, kind: str, name: str, files: dict[str, bytes], what: str) -> Path:
